@@ -1,0 +1,2 @@
+//! The `delegation-harness` command line.
+fn main() {}

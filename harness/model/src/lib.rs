@@ -1,0 +1,20 @@
+//! The reference delegation model: the one place the delegation rules of MODEL.md are written down as code.
+//!
+//! Pure: no I/O, no async, no clock of its own (time is an input), no hidden
+//! randomness. The reference host is built on it and the harness judges
+//! every other host against it.
+
+pub mod authority;
+pub mod digest;
+pub mod path;
+pub mod vocabulary;
+pub mod wire;
+
+pub use authority::{
+    ActionClass, AdmissionError, ApprovalPolicy, Authority, AuthorityRequest, Axis, PolicyVerdict,
+    Sandbox, admit,
+};
+pub use digest::{DefinitionError, ToolDefinition};
+pub use path::{NormalPath, PathError};
+pub use vocabulary::{DenyReason, InvariantId, Tier};
+pub use wire::*;

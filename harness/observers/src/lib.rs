@@ -1,0 +1,1 @@
+//! The observers: what the harness sees with its own eyes.

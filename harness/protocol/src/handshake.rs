@@ -1,0 +1,111 @@
+//! The `initialize` handshake: protocol version, where the observers are, and the host's capabilities.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this harness speaks. A host answering another major version is refused.
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+/// `initialize` params: the environment the harness prepared for this host.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InitializeParams {
+    pub protocol_version: String,
+    pub environment: Environment,
+}
+
+/// Where the harness's observers listen, and where the host keeps its durable state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Environment {
+    /// Base URL of the model endpoint (for example `http://127.0.0.1:PORT`).
+    /// Neutral-format turns go to `{model_endpoint}/neutral/turn`; Chat
+    /// Completions to `{model_endpoint}/v1/chat/completions`; Responses to
+    /// `{model_endpoint}/v1/responses`.
+    pub model_endpoint: String,
+    /// MCP servers (streamable HTTP) whose tools the host may seal and call.
+    #[serde(default)]
+    pub mcp_servers: Vec<McpServer>,
+    /// The external authorizer, when one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorizer: Option<String>,
+    /// The directory the host must keep all durable state in. The same
+    /// directory is handed to the host again after a restart.
+    pub store_dir: String,
+    /// Always `harness`: the host reads time only from `clock/set`.
+    pub clock: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    pub name: String,
+    pub url: String,
+}
+
+/// `initialize` result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct InitializeResult {
+    pub host: HostInfo,
+    pub protocol_version: String,
+    /// Flat list of feature names, see [`capability`].
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// Capability names a host may declare. A scenario needing one the host
+/// lacks is `unsupported`, except for the ways to more authority
+/// ([`capability::AUTHORITY_WIDENING`]), which still run and must be refused.
+pub mod capability {
+    pub const RECEIPTS: &str = "receipts";
+    pub const NESTED_DELEGATION: &str = "nested-delegation";
+    pub const MCP: &str = "mcp";
+    pub const EXTERNAL_AUTHORIZER: &str = "external-authorizer";
+    pub const AUTO_APPROVAL: &str = "auto-approval";
+    pub const EXACT_CALL_GRANTS: &str = "exact-call-grants";
+    pub const TASK_CAPABILITIES: &str = "task-capabilities";
+    pub const RESTART: &str = "restart";
+    pub const WAIT: &str = "wait";
+    pub const REVIEWER: &str = "reviewer";
+    pub const FAULT_INJECTION: &str = "fault-injection";
+    pub const CLOCK: &str = "clock";
+    pub const DIRECT_TOOL_CALLS: &str = "direct-tool-calls";
+    pub const FORK: &str = "fork";
+    pub const EVENTS: &str = "events";
+    pub const REMOTE_TARGETS: &str = "remote-targets";
+    pub const WORKTREES: &str = "worktrees";
+    pub const OTHER_PROVIDERS: &str = "other-providers";
+    pub const FULL_ACCESS_CHILDREN: &str = "full-access-children";
+
+    /// Capabilities that are a way to more authority: scenarios needing them
+    /// still run against a host without them, and check that it refuses.
+    pub const AUTHORITY_WIDENING: &[&str] =
+        &[REMOTE_TARGETS, WORKTREES, OTHER_PROVIDERS, FULL_ACCESS_CHILDREN];
+
+    pub const ALL: &[&str] = &[
+        RECEIPTS,
+        NESTED_DELEGATION,
+        MCP,
+        EXTERNAL_AUTHORIZER,
+        AUTO_APPROVAL,
+        EXACT_CALL_GRANTS,
+        TASK_CAPABILITIES,
+        RESTART,
+        WAIT,
+        REVIEWER,
+        FAULT_INJECTION,
+        CLOCK,
+        DIRECT_TOOL_CALLS,
+        FORK,
+        EVENTS,
+        REMOTE_TARGETS,
+        WORKTREES,
+        OTHER_PROVIDERS,
+        FULL_ACCESS_CHILDREN,
+    ];
+}

@@ -1,0 +1,1 @@
+//! Runs scenarios against any host and reports verdicts.
