@@ -35,7 +35,8 @@ pub enum HostError {
 /// subprocess speaking the protocol, or anything else that can.
 #[async_trait]
 pub trait Host: Send {
-    async fn initialize(&mut self, params: InitializeParams) -> Result<InitializeResult, HostError>;
+    async fn initialize(&mut self, params: InitializeParams)
+    -> Result<InitializeResult, HostError>;
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError>;
     /// Stops the host; its store stays for a restart.
     async fn shutdown(&mut self) -> Result<(), HostError>;

@@ -14,7 +14,9 @@ use crate::path::{NormalPath, PathError};
 
 /// The sandbox axis: `read-only` < `workspace-write` < `full-access`; `external`
 /// is comparable only to itself.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Sandbox {
     ReadOnly,
@@ -24,7 +26,9 @@ pub enum Sandbox {
     },
     FullAccess,
     /// A sandbox the host cannot see inside, named by its operator.
-    External { name: String },
+    External {
+        name: String,
+    },
 }
 
 impl Sandbox {
@@ -428,7 +432,9 @@ pub fn admit(
         None => cap.clone(),
     };
     // The role never widens, so where it is wider the meet with the cap keeps the cap.
-    let role = role.meet(&cap).map_err(|axis| AdmissionError::CeilingExceeded(vec![axis]))?;
+    let role = role
+        .meet(&cap)
+        .map_err(|axis| AdmissionError::CeilingExceeded(vec![axis]))?;
     requested
         .meet(&role)
         .map_err(|axis| AdmissionError::CeilingExceeded(vec![axis]))
@@ -455,7 +461,10 @@ fn resolve(base: &Authority, request: &AuthorityRequest) -> Result<Authority, Ad
         Some(raw) => NormalPath::parse(raw).map_err(|e| AdmissionError::BadPath(raw.clone(), e))?,
     };
     Ok(Authority {
-        sandbox: request.sandbox.clone().unwrap_or_else(|| base.sandbox.clone()),
+        sandbox: request
+            .sandbox
+            .clone()
+            .unwrap_or_else(|| base.sandbox.clone()),
         approval_policy: request
             .approval_policy
             .clone()

@@ -22,7 +22,9 @@ pub enum DefinitionError {
     Json(String),
     #[error("duplicate key `{key}` in one object; a definition must say each field once")]
     DuplicateKey { key: String },
-    #[error("integer {value} is beyond 2^53 and cannot be canonicalised exactly; send it as a string")]
+    #[error(
+        "integer {value} is beyond 2^53 and cannot be canonicalised exactly; send it as a string"
+    )]
     IntegerOutOfRange { value: String },
     #[error("a tool definition must be a JSON object with a string `name`")]
     NotADefinition,
@@ -39,7 +41,9 @@ pub fn parse_strict(text: &str) -> Result<Value, DefinitionError> {
 /// Checks an already-parsed value for integers JCS would round.
 pub fn check_integers(value: &Value) -> Result<(), DefinitionError> {
     match value {
-        Value::Number(n) => check_number(n).map_err(|v| DefinitionError::IntegerOutOfRange { value: v }),
+        Value::Number(n) => {
+            check_number(n).map_err(|v| DefinitionError::IntegerOutOfRange { value: v })
+        }
         Value::Array(items) => items.iter().try_for_each(check_integers),
         Value::Object(map) => map.values().try_for_each(check_integers),
         _ => Ok(()),
@@ -52,17 +56,31 @@ fn check_number(n: &Number) -> Result<(), String> {
         (None, Some(i)) => i.unsigned_abs() > MAX_SAFE_INTEGER,
         _ => false,
     };
-    if out_of_range { Err(n.to_string()) } else { Ok(()) }
+    if out_of_range {
+        Err(n.to_string())
+    } else {
+        Ok(())
+    }
 }
 
 fn map_err(e: serde_json::Error) -> DefinitionError {
     let text = e.to_string();
     if let Some(rest) = text.strip_prefix("duplicate key:") {
-        let key = rest.split(" at line").next().unwrap_or(rest).trim().to_string();
+        let key = rest
+            .split(" at line")
+            .next()
+            .unwrap_or(rest)
+            .trim()
+            .to_string();
         return DefinitionError::DuplicateKey { key };
     }
     if let Some(rest) = text.strip_prefix("integer out of range:") {
-        let value = rest.split(" at line").next().unwrap_or(rest).trim().to_string();
+        let value = rest
+            .split(" at line")
+            .next()
+            .unwrap_or(rest)
+            .trim()
+            .to_string();
         return DefinitionError::IntegerOutOfRange { value };
     }
     DefinitionError::Json(text)
@@ -142,7 +160,10 @@ pub fn canonical_json(value: &Value) -> Result<String, DefinitionError> {
 /// Lowercase hex SHA-256 of a value's canonical JSON, prefixed `sha256:`.
 pub fn digest_value(value: &Value) -> Result<String, DefinitionError> {
     let canonical = canonical_json(value)?;
-    Ok(format!("sha256:{}", hex(&Sha256::digest(canonical.as_bytes()))))
+    Ok(format!(
+        "sha256:{}",
+        hex(&Sha256::digest(canonical.as_bytes()))
+    ))
 }
 
 /// Hex digest of arbitrary bytes, for argument and request commitments.

@@ -6,7 +6,10 @@
 
 pub mod authority;
 pub mod digest;
+pub mod eligibility;
+pub mod invariants;
 pub mod path;
+pub mod state;
 pub mod vocabulary;
 pub mod wire;
 
@@ -15,6 +18,7 @@ pub use authority::{
     Sandbox, admit,
 };
 pub use digest::{DefinitionError, ToolDefinition};
+pub use eligibility::{Eligibility, class_of, eligibility};
 pub use path::{NormalPath, PathError};
 pub use vocabulary::{DenyReason, InvariantId, Tier};
 pub use wire::*;

@@ -101,12 +101,19 @@ impl FromStr for DenyReason {
         DenyReason::ALL
             .into_iter()
             .find(|r| r.to_string() == s)
-            .ok_or_else(|| format!("`{s}` is not a deny reason; expected one of: {}", DENY_REASON_NAMES.join(", ")))
+            .ok_or_else(|| {
+                format!(
+                    "`{s}` is not a deny reason; expected one of: {}",
+                    DENY_REASON_NAMES.join(", ")
+                )
+            })
     }
 }
 
 /// How strongly the harness holds a host to a check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub enum Tier {
     /// A security property: a failure is a violation, also when expected.
     #[serde(rename = "MUST")]

@@ -208,7 +208,11 @@ pub enum Action {
     Wait { instance: Id, deadline: Millis },
     /// Deliver a host event (from a child, a task); ids are single use (LW2).
     #[serde(rename = "event/deliver")]
-    DeliverEvent { event: Id, instance: Id, kind: String },
+    DeliverEvent {
+        event: Id,
+        instance: Id,
+        kind: String,
+    },
     #[serde(rename = "approval/answer")]
     Answer { request: Id, decision: Decision },
     #[serde(rename = "approval/auto")]

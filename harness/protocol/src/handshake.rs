@@ -84,8 +84,12 @@ pub mod capability {
 
     /// Capabilities that are a way to more authority: scenarios needing them
     /// still run against a host without them, and check that it refuses.
-    pub const AUTHORITY_WIDENING: &[&str] =
-        &[REMOTE_TARGETS, WORKTREES, OTHER_PROVIDERS, FULL_ACCESS_CHILDREN];
+    pub const AUTHORITY_WIDENING: &[&str] = &[
+        REMOTE_TARGETS,
+        WORKTREES,
+        OTHER_PROVIDERS,
+        FULL_ACCESS_CHILDREN,
+    ];
 
     pub const ALL: &[&str] = &[
         RECEIPTS,

@@ -7,4 +7,7 @@
 
 pub mod handshake;
 
-pub use handshake::{Environment, HostInfo, InitializeParams, InitializeResult, McpServer, PROTOCOL_VERSION, capability};
+pub use handshake::{
+    Environment, HostInfo, InitializeParams, InitializeResult, McpServer, PROTOCOL_VERSION,
+    capability,
+};

@@ -1,0 +1,1 @@
+//! The reference state machine: what a correct host decides, given every external input.
