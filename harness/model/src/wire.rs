@@ -225,6 +225,10 @@ pub enum Action {
         agent: Id,
         tools: Vec<String>,
         expires_at: Millis,
+        /// A secret chosen by the harness (a canary); the host must use it and
+        /// never echo it. Absent: the host generates one and returns it once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        secret: Option<String>,
     },
     #[serde(rename = "capability/call")]
     CapabilityCall {
@@ -234,6 +238,10 @@ pub enum Action {
         tool: String,
         #[serde(default)]
         arguments: Value,
+        /// Idempotency key: a retry with the same id returns the recorded
+        /// outcome and never runs the handler again (TC5).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
     },
     #[serde(rename = "capability/revoke")]
     RevokeCapability { capability: Id },
@@ -414,11 +422,13 @@ pub enum ToolCallOutcome {
     Denied,
 }
 
-/// A task capability as issued: the secret appears here and nowhere else.
+/// A task capability as issued. A host-generated secret appears here once
+/// and nowhere else; a harness-chosen secret is never echoed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CapabilityToken {
     pub id: Id,
-    pub secret: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -650,7 +660,78 @@ pub enum StepKind {
     /// The host was shut down and started again on the same store.
     Restart,
     /// Observer-side events: a tool definition changed, the authorizer was re-scripted.
-    World { description: String },
+    World {
+        description: String,
+        /// The same event in a form the invariant checkers read; absent for
+        /// events no checker needs to know about.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        change: Option<WorldChange>,
+    },
+}
+
+/// A change the harness made outside the host, between two actions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "change")]
+pub enum WorldChange {
+    /// The tool server now serves another definition under the same name (SD2, SD4).
+    ToolRedefined {
+        tool: String,
+        /// Digest of the new definition.
+        digest: String,
+        /// Only the description text differs: still drift (SD4).
+        #[serde(default)]
+        description_only: bool,
+    },
+    /// The tool server no longer serves this tool (SD4).
+    ToolRemoved { tool: String },
+    /// The tool server sent `notifications/tools/list_changed` (SD3).
+    ToolListChanged,
+    /// The authorizer answers every later call this way (EA2..EA4).
+    AuthorizerScripted { behaviour: AuthorizerBehaviour },
+}
+
+/// How the scripted external authorizer answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "reply")]
+pub enum AuthorizerBehaviour {
+    Allow,
+    /// Allow, with constraints the child must stay within (EA3).
+    AllowNarrowed { constraint: AuthorityRequest },
+    Deny,
+    Timeout,
+    Unavailable,
+    Malformed,
+    UnsupportedVersion,
+    /// Allow with a constraint wider than the request, or one the host cannot enforce (EA3).
+    AllowWidening,
+    /// Allow carrying an authorization receipt already used (EA4).
+    ReplayedReceipt,
+    /// Allow carrying an expired authorization receipt (EA4).
+    ExpiredReceipt,
+    /// Allow carrying an authorization receipt bound to another request (EA4).
+    MismatchedReceipt,
+    /// Allow that arrives after the host's deadline (EA4).
+    LateAllow,
+}
+
+impl AuthorizerBehaviour {
+    /// The invariant that forbids a child under this reply, if any.
+    pub fn forbids_child(&self) -> Option<crate::vocabulary::InvariantId> {
+        use crate::vocabulary::InvariantId;
+        match self {
+            AuthorizerBehaviour::Allow | AuthorizerBehaviour::AllowNarrowed { .. } => None,
+            AuthorizerBehaviour::Deny
+            | AuthorizerBehaviour::Timeout
+            | AuthorizerBehaviour::Unavailable
+            | AuthorizerBehaviour::Malformed
+            | AuthorizerBehaviour::UnsupportedVersion => Some(InvariantId::EA2),
+            AuthorizerBehaviour::AllowWidening => Some(InvariantId::EA3),
+            AuthorizerBehaviour::ReplayedReceipt
+            | AuthorizerBehaviour::ExpiredReceipt
+            | AuthorizerBehaviour::MismatchedReceipt
+            | AuthorizerBehaviour::LateAllow => Some(InvariantId::EA4),
+        }
+    }
 }
 
 /// One entry of the history the invariant checkers read.
