@@ -696,7 +696,9 @@ pub enum WorldChange {
 pub enum AuthorizerBehaviour {
     Allow,
     /// Allow, with constraints the child must stay within (EA3).
-    AllowNarrowed { constraint: AuthorityRequest },
+    AllowNarrowed {
+        constraint: AuthorityRequest,
+    },
     Deny,
     Timeout,
     Unavailable,
