@@ -6,6 +6,10 @@ use serde::{Deserialize, Serialize};
 /// The protocol version this harness speaks. A host answering another major version is refused.
 pub const PROTOCOL_VERSION: &str = "1.0";
 
+/// Environment variable carrying `environment.store_dir` to a subprocess
+/// host, so an adapter can open its store before `initialize` arrives.
+pub const STORE_DIR_ENV: &str = "DELEGATION_STORE_DIR";
+
 /// `initialize` params: the environment the harness prepared for this host.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
