@@ -969,7 +969,17 @@ fn sd3(history: &[HistoryEntry]) -> Vec<Violation> {
         }
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
-                if let Some(sealed) = facts.ceilings.get(instance.id.as_str())
+                let sealed = facts
+                    .ceilings
+                    .get(instance.id.as_str())
+                    .copied()
+                    .or_else(|| {
+                        creations(entry)
+                            .into_iter()
+                            .filter(|c| c.created() == Some(instance.id.as_str()))
+                            .find_map(|c| c.result.effective.as_ref())
+                    });
+                if let Some(sealed) = sealed
                     && sealed.tools != instance.ceiling.tools
                 {
                     out.push(violation(
@@ -1564,8 +1574,18 @@ fn ce2(history: &[HistoryEntry]) -> Vec<Violation> {
             return;
         };
         for instance in &observed.instances {
-            if let Some(sealed) = facts.ceilings.get(instance.id.as_str())
-                && instance.ceiling != **sealed
+            let sealed = facts
+                .ceilings
+                .get(instance.id.as_str())
+                .copied()
+                .or_else(|| {
+                    creations(entry)
+                        .into_iter()
+                        .filter(|c| c.created() == Some(instance.id.as_str()))
+                        .find_map(|c| c.result.effective.as_ref())
+                });
+            if let Some(sealed) = sealed
+                && instance.ceiling != *sealed
                 && reported.insert((instance.id.as_str(), "changed"))
             {
                 out.push(violation(
@@ -2588,12 +2608,38 @@ fn dispatches_tools(entry: &HistoryEntry) -> bool {
 
 /// TC5. Once a handler ran while event delivery was armed to fail, no later
 /// step that dispatches no tool (a redelivery, a wait, a restart, an
-/// observation) runs that tool's handler again.
+/// observation) runs that tool's handler again; and a capability call
+/// retried with the `call_id` of one whose handler already ran runs no
+/// handler.
 fn tc5(history: &[HistoryEntry]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut delivery_failing = false;
     let mut completed: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut ran_call_ids: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in history {
+        if let Some((
+            Action::CapabilityCall {
+                call_id: Some(call_id),
+                tool,
+                ..
+            },
+            _,
+        )) = action_of(entry)
+        {
+            let handled = handler_calls_for(&entry.evidence, tool);
+            match ran_call_ids.get(call_id.as_str()) {
+                Some(at) if handled > 0 => out.push(violation(
+                    InvariantId::TC5,
+                    entry.step,
+                    format!("retry of capability call `{call_id}` ran the `{tool}` handler again although it completed at step {at}; expected the recorded outcome"),
+                    json!({"call_id": call_id, "handler_calls": handled, "completed_at": at}),
+                )),
+                None if handled > 0 => {
+                    ran_call_ids.insert(call_id, entry.step);
+                }
+                _ => {}
+            }
+        }
         if !dispatches_tools(entry) {
             for call in &entry.evidence.handler_calls {
                 if let Some(at) = completed.get(call.tool.as_str()) {
@@ -2907,20 +2953,6 @@ fn ar2(history: &[HistoryEntry]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut expected: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
     walk(history, |facts, entry| {
-        if let Some(observed) = observed_of(entry) {
-            expected.retain(|id, (risk, at)| {
-                let Some(instance) = observed.instance(id) else { return true };
-                if instance.risk.as_deref() != Some(*risk) {
-                    out.push(violation(
-                        InvariantId::AR2,
-                        entry.step,
-                        format!("`{id}` (resumed or forked at step {at}) has risk {:?}; expected the inherited `{risk}`", instance.risk),
-                        json!({"instance": id, "expected": risk, "observed": instance.risk}),
-                    ));
-                }
-                false
-            });
-        }
         match ok_result(entry) {
             Some((Action::Fork { instance }, result)) => {
                 if let (Some(risk), Some(child)) = (
@@ -2936,6 +2968,20 @@ fn ar2(history: &[HistoryEntry]) -> Vec<Violation> {
                 }
             }
             _ => {}
+        }
+        if let Some(observed) = observed_of(entry) {
+            expected.retain(|id, (risk, at)| {
+                let Some(instance) = observed.instance(id) else { return true };
+                if instance.risk.as_deref() != Some(*risk) {
+                    out.push(violation(
+                        InvariantId::AR2,
+                        entry.step,
+                        format!("`{id}` (resumed or forked at step {at}) has risk {:?}; expected the inherited `{risk}`", instance.risk),
+                        json!({"instance": id, "expected": risk, "observed": instance.risk}),
+                    ));
+                }
+                false
+            });
         }
     });
     out

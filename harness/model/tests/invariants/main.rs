@@ -1,0 +1,1048 @@
+//! The invariant checkers against hand-made histories: for every id, one history that breaks it and its correct twin.
+//!
+//! Each scenario is a function of `bad`: the two histories differ only in
+//! the host behaviour the invariant forbids, so a checker that fires on both
+//! (or on neither) fails here.
+
+mod builders;
+
+use builders::*;
+use delegation_model::invariants::{check, check_all};
+use delegation_model::*;
+use serde_json::json;
+
+type Scenario = fn(bool) -> Vec<HistoryEntry>;
+
+/// Every invariant id with the scenario that exercises it.
+const SCENARIOS: &[(InvariantId, Scenario)] = &[
+    (InvariantId::ZC1, zc1),
+    (InvariantId::ZC2, zc2),
+    (InvariantId::ZC3, zc3),
+    (InvariantId::TR1, tr1),
+    (InvariantId::TR2, tr2),
+    (InvariantId::TR3, tr3),
+    (InvariantId::TR4, tr4),
+    (InvariantId::SD1, sd1),
+    (InvariantId::SD2, sd2),
+    (InvariantId::SD3, sd3),
+    (InvariantId::SD4, sd4),
+    (InvariantId::SD5, sd5),
+    (InvariantId::PG1, pg1),
+    (InvariantId::PG2, pg2),
+    (InvariantId::PG3, pg3),
+    (InvariantId::PG4, pg4),
+    (InvariantId::PG5, pg5),
+    (InvariantId::PG6, pg6),
+    (InvariantId::CE1, ce1),
+    (InvariantId::CE2, ce2),
+    (InvariantId::CE3, ce3),
+    (InvariantId::CE4, ce4),
+    (InvariantId::CE5, ce5),
+    (InvariantId::CE6, ce6),
+    (InvariantId::RC1, rc1),
+    (InvariantId::RC2, rc2),
+    (InvariantId::RC3, rc3),
+    (InvariantId::RC4, rc4),
+    (InvariantId::EA1, ea1),
+    (InvariantId::EA2, ea2),
+    (InvariantId::EA3, ea3),
+    (InvariantId::EA4, ea4),
+    (InvariantId::EA5, ea5),
+    (InvariantId::LW1, lw1),
+    (InvariantId::LW2, lw2),
+    (InvariantId::TC1, tc1),
+    (InvariantId::TC2, tc2),
+    (InvariantId::TC3, tc3),
+    (InvariantId::TC4, tc4),
+    (InvariantId::TC5, tc5),
+    (InvariantId::RS1, rs1),
+    (InvariantId::RS2, rs2),
+    (InvariantId::RS3, rs3),
+    (InvariantId::AR1, ar1),
+    (InvariantId::AR2, ar2),
+];
+
+#[test]
+fn every_invariant_id_has_a_violating_and_a_correct_history() {
+    let covered: Vec<InvariantId> = SCENARIOS.iter().map(|(id, _)| *id).collect();
+    let missing: Vec<&InvariantId> = InvariantId::ALL
+        .iter()
+        .filter(|id| !covered.contains(id))
+        .collect();
+    assert!(missing.is_empty(), "no scenario for {missing:?}");
+    assert_eq!(
+        covered.len(),
+        InvariantId::ALL.len(),
+        "an id is listed twice"
+    );
+}
+
+#[test]
+fn each_checker_fires_on_its_violating_history_naming_its_id() {
+    let mut silent = Vec::new();
+    for (id, scenario) in SCENARIOS {
+        let found = check(*id, &scenario(true));
+        if found.is_empty() {
+            silent.push(*id);
+        }
+        for v in &found {
+            assert_eq!(v.id, *id, "{id}'s checker reported {v:?}");
+            assert!(!v.message.is_empty(), "{id}: empty message");
+        }
+    }
+    assert!(
+        silent.is_empty(),
+        "checkers silent on a violation: {silent:?}"
+    );
+}
+
+#[test]
+fn each_checker_stays_silent_on_the_correct_twin() {
+    let mut noisy = Vec::new();
+    for (id, scenario) in SCENARIOS {
+        let found = check(*id, &scenario(false));
+        if !found.is_empty() {
+            noisy.push(found);
+        }
+    }
+    assert!(noisy.is_empty(), "false positives: {noisy:#?}");
+}
+
+#[test]
+fn a_well_behaved_run_passes_every_checker() {
+    let history = H::new()
+        .act(
+            Action::Configure(Configuration {
+                auto_approve: true,
+                ..Configuration::default()
+            }),
+            ActionResult::ok(),
+        )
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .act(
+            Action::Turn {
+                instance: "c1".into(),
+                input: "go".into(),
+            },
+            ActionResult {
+                turn: Some(TurnReport::Message {
+                    text: "done".into(),
+                }),
+                ..ActionResult::ok()
+            },
+        )
+        .requests("c1", 1)
+        .observe(observed(vec![
+            inst("root", None, LifecycleState::Running, root_authority()),
+            inst(
+                "c1",
+                Some("root"),
+                LifecycleState::Completed,
+                child_authority(),
+            ),
+        ]))
+        .act(close("c1"), ActionResult::ok())
+        .act(
+            turn("c1"),
+            ActionResult::denied(DenyReason::InstanceTerminal, "closed"),
+        )
+        .restart()
+        .observe(observed(vec![
+            inst("root", None, LifecycleState::Running, root_authority()),
+            inst(
+                "c1",
+                Some("root"),
+                LifecycleState::Closed,
+                child_authority(),
+            ),
+        ]))
+        .build();
+    assert_eq!(check_all(&history), vec![]);
+}
+
+#[test]
+fn a_violation_carries_the_step_and_the_evidence_it_rests_on() {
+    let history = tr1(true);
+    let found = check(InvariantId::TR1, &history);
+    let last_step = history.last().unwrap().step;
+    assert!(found.iter().all(|v| v.step == last_step), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|v| v.evidence.get("model_requests").is_some()),
+        "the model-request counts should be in the evidence: {found:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// ZC
+// ---------------------------------------------------------------------------
+
+fn zc1(bad: bool) -> Vec<HistoryEntry> {
+    let mut after = vec![inst(
+        "root",
+        None,
+        LifecycleState::Running,
+        root_authority(),
+    )];
+    if bad {
+        after.push(inst(
+            "c1",
+            Some("root"),
+            LifecycleState::Preregistered,
+            child_authority(),
+        ));
+    }
+    H::new()
+        .then(start_root)
+        .act(
+            delegate("root"),
+            ActionResult::denied(DenyReason::CeilingExceeded, "network"),
+        )
+        .restart()
+        .observe(observed(after))
+        .build()
+}
+
+fn zc2(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .act(
+            delegate("root"),
+            ActionResult::denied(DenyReason::CeilingExceeded, "network"),
+        )
+        .requests("c1", u64::from(bad))
+        .build()
+}
+
+fn zc3(bad: bool) -> Vec<HistoryEntry> {
+    let mut refusal = ActionResult::denied(DenyReason::CeilingExceeded, "network");
+    if bad {
+        refusal.reason = None;
+    }
+    H::new()
+        .then(start_root)
+        .act(delegate("root"), refusal)
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// TR
+// ---------------------------------------------------------------------------
+
+fn tr1(bad: bool) -> Vec<HistoryEntry> {
+    let answer = if bad {
+        ActionResult::ok()
+    } else {
+        ActionResult::denied(DenyReason::InstanceTerminal, "closed")
+    };
+    H::new()
+        .then(start_root)
+        .act(close("root"), ActionResult::ok())
+        .act(turn("root"), answer)
+        .requests("root", u64::from(bad))
+        .build()
+}
+
+fn tr2(bad: bool) -> Vec<HistoryEntry> {
+    let resumed = if bad {
+        root_authority()
+    } else {
+        child_authority()
+    };
+    H::new()
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .act(
+            Action::Resume {
+                instance: "c1".into(),
+            },
+            ActionResult {
+                effective: Some(resumed),
+                ..ActionResult::ok()
+            },
+        )
+        .build()
+}
+
+fn tr3(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .act(close("c1"), ActionResult::ok())
+        .act(
+            delegate("root"),
+            created(if bad { "c1" } else { "c2" }, child_authority()),
+        )
+        .build()
+}
+
+fn tr4(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .act(close("c1"), ActionResult::ok())
+        .act(Action::Observe, ActionResult::ok())
+        .requests("c1", u64::from(bad))
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// SD
+// ---------------------------------------------------------------------------
+
+fn sd1(bad: bool) -> Vec<HistoryEntry> {
+    let mut authority = root_authority();
+    if bad {
+        authority.tools.insert("fs.write".into(), "fs.write".into());
+    }
+    H::new()
+        .act(start_action(), created("root", authority))
+        .build()
+}
+
+/// A tool call of `fs.write` by the root after `change`: executed with a
+/// handler call when `bad`, refused with `reason` otherwise.
+fn call_after_change(change: WorldChange, reason: DenyReason, bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .world(change)
+        .then(|h| call_fs_write(h, "root", bad, reason))
+        .build()
+}
+
+fn sd2(bad: bool) -> Vec<HistoryEntry> {
+    let change = WorldChange::ToolRedefined {
+        tool: "fs.write".into(),
+        digest: digest_of("fs.write v2"),
+        description_only: false,
+    };
+    call_after_change(change, DenyReason::ToolDrift, bad)
+}
+
+fn sd3(bad: bool) -> Vec<HistoryEntry> {
+    call_after_change(
+        WorldChange::ToolListChanged,
+        DenyReason::ToolListChanged,
+        bad,
+    )
+}
+
+fn sd4(bad: bool) -> Vec<HistoryEntry> {
+    let change = WorldChange::ToolRedefined {
+        tool: "fs.write".into(),
+        digest: digest_of("fs.write, friendlier description"),
+        description_only: true,
+    };
+    call_after_change(change, DenyReason::ToolDrift, bad)
+}
+
+fn sd5(bad: bool) -> Vec<HistoryEntry> {
+    let mut request = spawn_request();
+    request.authority.tools = Some(vec!["fs.unsealed".into()]);
+    let answer = if bad {
+        created("c1", child_authority())
+    } else {
+        ActionResult::denied(DenyReason::ProjectionMissing, "fs.unsealed")
+    };
+    H::new()
+        .then(start_root)
+        .act(
+            Action::Delegate {
+                parent: "root".into(),
+                request,
+            },
+            answer,
+        )
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// PG
+// ---------------------------------------------------------------------------
+
+fn pg1(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .act(
+            Action::Configure(Configuration {
+                auto_approve: true,
+                ..Configuration::default()
+            }),
+            ActionResult::ok(),
+        )
+        .then(start_root)
+        .act(
+            Action::ArmFault {
+                point: FaultPoint::StoreWriteDecision,
+                times: Some(1),
+            },
+            ActionResult::ok(),
+        )
+        .act(
+            tool_call("root", "fs.write"),
+            if bad {
+                tool_result(ToolCallOutcome::Executed, None, Some("a1"))
+            } else {
+                tool_result(
+                    ToolCallOutcome::Denied,
+                    Some(DenyReason::StoreWriteFailed),
+                    Some("a1"),
+                )
+            },
+        )
+        .handler_calls(if bad { &["fs.write"] } else { &[] })
+        .build()
+}
+
+fn pg2(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .act(
+            tool_call("root", "fs.write"),
+            tool_result(ToolCallOutcome::PendingApproval, None, Some("a1")),
+        )
+        .act(answer("a1", Decision::Allow), ActionResult::ok())
+        .act(
+            answer("a1", Decision::Deny),
+            if bad {
+                ActionResult::ok()
+            } else {
+                ActionResult::denied(DenyReason::PolicyDenied, "already answered")
+            },
+        )
+        .build()
+}
+
+fn pg3(bad: bool) -> Vec<HistoryEntry> {
+    let mut authority = root_authority();
+    authority.sandbox = Sandbox::ReadOnly;
+    // Under a read-only sandbox shell is refused outright; an MCP call stays approvable.
+    let class = if bad {
+        ActionClass::Shell
+    } else {
+        ActionClass::Mcp
+    };
+    H::new()
+        .act(start_action(), created("root", authority.clone()))
+        .observe(Observed {
+            instances: vec![inst("root", None, LifecycleState::Running, authority)],
+            approvals: vec![approval(
+                "a1",
+                class,
+                ApprovalState::Dispatched,
+                Some((Decision::Allow, DecidedBy::Policy)),
+            )],
+            ..Observed::default()
+        })
+        .build()
+}
+
+fn pg4(bad: bool) -> Vec<HistoryEntry> {
+    let mut authority = root_authority();
+    authority.approval_policy = ApprovalPolicy::Never;
+    let approvals = if bad {
+        vec![approval(
+            "a1",
+            ActionClass::Mcp,
+            ApprovalState::Pending,
+            None,
+        )]
+    } else {
+        vec![]
+    };
+    H::new()
+        .act(start_action(), created("root", authority.clone()))
+        .observe(Observed {
+            instances: vec![inst("root", None, LifecycleState::Running, authority)],
+            approvals,
+            ..Observed::default()
+        })
+        .build()
+}
+
+fn pg5(bad: bool) -> Vec<HistoryEntry> {
+    let decided = if bad {
+        approval(
+            "a1",
+            ActionClass::Mcp,
+            ApprovalState::Dispatched,
+            Some((Decision::Allow, DecidedBy::Policy)),
+        )
+    } else {
+        approval("a1", ActionClass::Mcp, ApprovalState::Pending, None)
+    };
+    H::new()
+        .act(
+            Action::Configure(Configuration {
+                auto_approve: true,
+                ..Configuration::default()
+            }),
+            ActionResult::ok(),
+        )
+        .then(start_root)
+        .act(
+            Action::SetAutoApprove { enabled: false },
+            ActionResult::ok(),
+        )
+        .act(
+            tool_call("root", "fs.write"),
+            tool_result(ToolCallOutcome::PendingApproval, None, Some("a1")),
+        )
+        .observe(Observed {
+            approvals: vec![decided],
+            ..observed(vec![inst(
+                "root",
+                None,
+                LifecycleState::Running,
+                root_authority(),
+            )])
+        })
+        .build()
+}
+
+fn pg6(bad: bool) -> Vec<HistoryEntry> {
+    let with_grant = Observed {
+        grants: vec![grant("g1")],
+        ..observed(vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            root_authority(),
+        )])
+    };
+    let after = if bad {
+        with_grant.clone()
+    } else {
+        observed(vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            root_authority(),
+        )])
+    };
+    H::new()
+        .then(start_root)
+        .observe(with_grant)
+        .restart()
+        .observe(after)
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// CE
+// ---------------------------------------------------------------------------
+
+fn ce1(bad: bool) -> Vec<HistoryEntry> {
+    let mut child = child_authority();
+    if bad {
+        child.sandbox = Sandbox::FullAccess;
+    }
+    H::new()
+        .then(start_root)
+        .observe(observed(vec![
+            inst("root", None, LifecycleState::Running, root_authority()),
+            inst("c1", Some("root"), LifecycleState::Running, child),
+        ]))
+        .build()
+}
+
+fn ce2(bad: bool) -> Vec<HistoryEntry> {
+    let mut later = child_authority();
+    if bad {
+        later.delegation_depth = 0;
+    }
+    H::new()
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .observe(observed(vec![
+            inst("root", None, LifecycleState::Running, root_authority()),
+            inst("c1", Some("root"), LifecycleState::Running, later),
+        ]))
+        .build()
+}
+
+fn ce3(bad: bool) -> Vec<HistoryEntry> {
+    let mut child = inst(
+        "c1",
+        Some("root"),
+        LifecycleState::Running,
+        child_authority(),
+    );
+    child.requested = Some(AuthorityRequest {
+        sandbox: Some(Sandbox::ReadOnly),
+        ..AuthorityRequest::default()
+    });
+    if !bad {
+        child.ceiling.sandbox = Sandbox::ReadOnly;
+    }
+    H::new()
+        .then(start_root)
+        .observe(observed(vec![
+            inst("root", None, LifecycleState::Running, root_authority()),
+            child,
+        ]))
+        .build()
+}
+
+fn ce4(bad: bool) -> Vec<HistoryEntry> {
+    let mut root = root_authority();
+    root.sandbox = Sandbox::FullAccess;
+    let mut child = root.child_ceiling();
+    if !bad {
+        child.sandbox = workspace_write(&["/w/repo"], false);
+    }
+    H::new()
+        .act(
+            Action::Configure(Configuration {
+                strict_mode: true,
+                ..Configuration::default()
+            }),
+            ActionResult::ok(),
+        )
+        .act(start_action(), created("root", root))
+        .act(delegate("root"), created("c1", child))
+        .build()
+}
+
+fn ce5(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(issue_canary)
+        .then(|h| capability_call_step(h, "t1", "root", "fs.write", bad))
+        .build()
+}
+
+fn ce6(bad: bool) -> Vec<HistoryEntry> {
+    let record = DecisionRecord {
+        seq: 1,
+        transition: "delegate".into(),
+        parent: Some("root".into()),
+        child: Some("c1".into()),
+        requested_role: Some("worker".into()),
+        requested: if bad {
+            None
+        } else {
+            Some(AuthorityRequest::default())
+        },
+        effective: Some(child_authority()),
+        allowed: true,
+        deny_reasons: vec![],
+        receipt_ids: vec![],
+        decided_by: None,
+        created_instances_delta: 1,
+    };
+    H::new()
+        .then(start_root)
+        .observe(Observed {
+            records: vec![record],
+            ..Observed::default()
+        })
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// RC
+// ---------------------------------------------------------------------------
+
+fn rc1(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .then(prepare_r1)
+        .act(
+            consume(receipt_r1(), "root"),
+            created("c1", child_authority()),
+        )
+        .act(
+            consume(receipt_r1(), "root"),
+            if bad {
+                created("c2", child_authority())
+            } else {
+                ActionResult::denied(DenyReason::ReceiptConsumed, "r1")
+            },
+        )
+        .build()
+}
+
+fn rc2(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .then(prepare_r1)
+        .act(
+            Action::SetClock {
+                now: if bad {
+                    R1_EXPIRES_AT
+                } else {
+                    R1_EXPIRES_AT - 1
+                },
+            },
+            ActionResult::ok(),
+        )
+        .act(
+            consume(receipt_r1(), "root"),
+            created("c1", child_authority()),
+        )
+        .build()
+}
+
+fn rc3(bad: bool) -> Vec<HistoryEntry> {
+    let (parent, answer) = if bad {
+        ("intruder", created("c1", child_authority()))
+    } else {
+        ("root", created("c1", child_authority()))
+    };
+    H::new()
+        .then(start_root)
+        .then(prepare_r1)
+        .act(consume(receipt_r1(), parent), answer)
+        .build()
+}
+
+fn rc4(bad: bool) -> Vec<HistoryEntry> {
+    let mut presented = serde_json::to_value(receipt_r1()).unwrap();
+    if bad {
+        presented["expires_at"] = json!(R1_EXPIRES_AT * 10);
+    }
+    H::new()
+        .then(start_root)
+        .then(prepare_r1)
+        .act(
+            Action::ConsumeReceipt {
+                receipt: presented,
+                parent: "root".into(),
+                request: spawn_request(),
+            },
+            created("c1", child_authority()),
+        )
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// EA
+// ---------------------------------------------------------------------------
+
+fn authorizer_required() -> Action {
+    Action::Configure(Configuration {
+        authorizer_required: true,
+        ..Configuration::default()
+    })
+}
+
+fn ea1(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .act(authorizer_required(), ActionResult::ok())
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .authorizer_calls(u64::from(!bad))
+        .build()
+}
+
+/// A delegation after the authorizer was scripted with `behaviour`: a child
+/// when `bad`, a refusal with `reason` otherwise.
+fn delegation_under(
+    behaviour: AuthorizerBehaviour,
+    reason: DenyReason,
+    bad: bool,
+) -> Vec<HistoryEntry> {
+    H::new()
+        .act(authorizer_required(), ActionResult::ok())
+        .then(start_root)
+        .world(WorldChange::AuthorizerScripted { behaviour })
+        .act(
+            delegate("root"),
+            if bad {
+                created("c1", child_authority())
+            } else {
+                ActionResult::denied(reason, "authorizer")
+            },
+        )
+        .authorizer_calls(1)
+        .build()
+}
+
+fn ea2(bad: bool) -> Vec<HistoryEntry> {
+    delegation_under(
+        AuthorizerBehaviour::Timeout,
+        DenyReason::AuthorizerUnavailable,
+        bad,
+    )
+}
+
+fn ea3(bad: bool) -> Vec<HistoryEntry> {
+    delegation_under(
+        AuthorizerBehaviour::AllowWidening,
+        DenyReason::AuthorizerMalformed,
+        bad,
+    )
+}
+
+fn ea4(bad: bool) -> Vec<HistoryEntry> {
+    delegation_under(
+        AuthorizerBehaviour::LateAllow,
+        DenyReason::AuthorizerReplay,
+        bad,
+    )
+}
+
+fn ea5(bad: bool) -> Vec<HistoryEntry> {
+    let mut h = H::new().then(start_root);
+    if !bad {
+        h = h.act(answer("a1", Decision::Allow), ActionResult::ok());
+    }
+    h.observe(Observed {
+        approvals: vec![approval(
+            "a1",
+            ActionClass::Delegation,
+            ApprovalState::Dispatched,
+            Some((Decision::Allow, DecidedBy::Person)),
+        )],
+        ..observed(vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            root_authority(),
+        )])
+    })
+    .build()
+}
+
+// ---------------------------------------------------------------------------
+// LW
+// ---------------------------------------------------------------------------
+
+fn lw1(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(start_root)
+        .act(delegate("root"), created("c1", child_authority()))
+        .act(
+            Action::SetClock {
+                now: if bad { 4_999 } else { 5_000 },
+            },
+            ActionResult::ok(),
+        )
+        .act(
+            Action::Wait {
+                instance: "c1".into(),
+                deadline: 5_000,
+            },
+            ActionResult {
+                woke: Some(WakeReason::Deadline),
+                ..ActionResult::ok()
+            },
+        )
+        .build()
+}
+
+fn lw2(bad: bool) -> Vec<HistoryEntry> {
+    let deliver = || Action::DeliverEvent {
+        event: "e1".into(),
+        instance: "root".into(),
+        kind: "child_completed".into(),
+    };
+    H::new()
+        .then(start_root)
+        .act(deliver(), ActionResult::ok())
+        .act(
+            deliver(),
+            if bad {
+                ActionResult::ok()
+            } else {
+                ActionResult::denied(DenyReason::EventReplayed, "e1")
+            },
+        )
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// TC
+// ---------------------------------------------------------------------------
+
+fn tc1(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(issue_canary)
+        .then(|h| capability_call_step(h, "t2", "root", "task.status", bad))
+        .build()
+}
+
+fn tc2(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(issue_canary)
+        .act(
+            Action::RevokeCapability {
+                capability: "cap1".into(),
+            },
+            ActionResult::ok(),
+        )
+        .then(|h| capability_call_step(h, "t1", "root", "task.status", bad))
+        .build()
+}
+
+fn tc3(bad: bool) -> Vec<HistoryEntry> {
+    H::new()
+        .then(issue_canary)
+        .act(
+            Action::SetClock {
+                now: CAP_EXPIRES_AT,
+            },
+            ActionResult::ok(),
+        )
+        .then(|h| capability_call_step(h, "t1", "root", "task.status", bad))
+        .build()
+}
+
+fn tc4(bad: bool) -> Vec<HistoryEntry> {
+    let detail = if bad {
+        format!("called task.status with {CANARY}")
+    } else {
+        "called task.status".to_string()
+    };
+    H::new()
+        .then(issue_canary)
+        .act(
+            Action::Observe,
+            ActionResult {
+                detail: Some(detail),
+                ..ActionResult::ok()
+            },
+        )
+        .build()
+}
+
+fn tc5(bad: bool) -> Vec<HistoryEntry> {
+    let redeliver = Action::DeliverEvent {
+        event: "e1".into(),
+        instance: "root".into(),
+        kind: "task_result".into(),
+    };
+    H::new()
+        .then(issue_canary)
+        .act(
+            Action::ArmFault {
+                point: FaultPoint::EventDeliver,
+                times: Some(1),
+            },
+            ActionResult::ok(),
+        )
+        .then(|h| capability_call_step(h, "t1", "root", "task.status", true))
+        .act(redeliver, ActionResult::ok())
+        .handler_calls(if bad { &["task.status"] } else { &[] })
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// RS
+// ---------------------------------------------------------------------------
+
+fn rs1(bad: bool) -> Vec<HistoryEntry> {
+    let root = inst("root", None, LifecycleState::Running, root_authority());
+    let after = if bad { vec![] } else { vec![root.clone()] };
+    H::new()
+        .then(start_root)
+        .observe(observed(vec![root]))
+        .restart()
+        .observe(observed(after))
+        .build()
+}
+
+fn rs2(bad: bool) -> Vec<HistoryEntry> {
+    let pending = approval("a1", ActionClass::Mcp, ApprovalState::Pending, None);
+    let after = if bad {
+        approval(
+            "a1",
+            ActionClass::Mcp,
+            ApprovalState::Decided,
+            Some((Decision::Allow, DecidedBy::Policy)),
+        )
+    } else {
+        pending.clone()
+    };
+    let with = |a: ObservedApproval| Observed {
+        approvals: vec![a],
+        ..observed(vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            root_authority(),
+        )])
+    };
+    H::new()
+        .then(start_root)
+        .observe(with(pending))
+        .restart()
+        .observe(with(after))
+        .build()
+}
+
+fn rs3(bad: bool) -> Vec<HistoryEntry> {
+    let decided = approval(
+        "a1",
+        ActionClass::Mcp,
+        ApprovalState::Decided,
+        Some((Decision::Allow, DecidedBy::Policy)),
+    );
+    let mut after = decided.clone();
+    if bad {
+        after.state = ApprovalState::Dispatched;
+    }
+    let with = |a: ObservedApproval| Observed {
+        approvals: vec![a],
+        ..observed(vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            root_authority(),
+        )])
+    };
+    H::new()
+        .then(start_root)
+        .act(
+            Action::ArmFault {
+                point: FaultPoint::CrashAfterDecisionCommit,
+                times: Some(1),
+            },
+            ActionResult::ok(),
+        )
+        .observe(with(decided))
+        .restart()
+        .observe(with(after))
+        .build()
+}
+
+// ---------------------------------------------------------------------------
+// AR
+// ---------------------------------------------------------------------------
+
+fn ar1(bad: bool) -> Vec<HistoryEntry> {
+    let mut root = inst("root", None, LifecycleState::Running, root_authority());
+    root.risk = Some(if bad { "elevated" } else { "low" }.into());
+    H::new()
+        .then(start_root)
+        .observe(Observed {
+            instances: vec![root],
+            approvals: vec![approval(
+                "a1",
+                ActionClass::Mcp,
+                ApprovalState::Dispatched,
+                Some((Decision::Allow, DecidedBy::Policy)),
+            )],
+            ..Observed::default()
+        })
+        .build()
+}
+
+fn ar2(bad: bool) -> Vec<HistoryEntry> {
+    let mut root = inst("root", None, LifecycleState::Running, root_authority());
+    root.risk = Some("elevated".into());
+    let mut fork = inst("f1", None, LifecycleState::Running, root_authority());
+    fork.risk = Some(if bad { "low" } else { "elevated" }.into());
+    H::new()
+        .then(start_root)
+        .observe(observed(vec![root.clone()]))
+        .act(
+            Action::Fork {
+                instance: "root".into(),
+            },
+            created("f1", root_authority()),
+        )
+        .observe(observed(vec![root, fork]))
+        .build()
+}
