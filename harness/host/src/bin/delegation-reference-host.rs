@@ -1,0 +1,101 @@
+//! `delegation-reference-host`: the reference host speaking host protocol v1 over stdio.
+//!
+//! One JSON-RPC 2.0 request per line on stdin, one response per line on
+//! stdout, logs on stderr. It exits on `shutdown`, on end of input, and
+//! (without answering) when the crash fault fires, as a real host would die.
+
+use std::path::PathBuf;
+
+use delegation_host::{Host, HostError, ReferenceHost};
+use delegation_model::Action;
+use delegation_protocol::InitializeParams;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// Exit status when the crash fault fires.
+const CRASH_EXIT: i32 = 70;
+
+fn error_response(id: &Value, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn host_error_response(id: &Value, e: &HostError) -> Value {
+    let code = match e {
+        HostError::Unsupported { .. } => -32601,
+        HostError::Rpc { code, .. } => *code,
+        _ => -32603,
+    };
+    error_response(id, code, e.to_string())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let store_dir = std::env::var_os("DELEGATION_STORE_DIR").map(PathBuf::from).unwrap_or_default();
+    let mut host = ReferenceHost::new(&store_dir);
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut stdout = tokio::io::stdout();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                let reply = error_response(&Value::Null, -32700, format!("request is not JSON: {e}"));
+                let _ = stdout.write_all(format!("{reply}\n").as_bytes()).await;
+                continue;
+            }
+        };
+        let id = request.get("id").cloned().unwrap_or(Value::Null);
+        let method = request["method"].as_str().unwrap_or_default().to_string();
+        let params = request.get("params").cloned().unwrap_or(Value::Null);
+        let reply = match method.as_str() {
+            "initialize" => match serde_json::from_value::<InitializeParams>(params) {
+                Ok(p) => match host.initialize(p).await {
+                    Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+                    Err(e) => host_error_response(&id, &e),
+                },
+                Err(e) => error_response(&id, -32602, format!("initialize params: {e}")),
+            },
+            "shutdown" => {
+                let _ = host.shutdown().await;
+                let reply = json!({"jsonrpc": "2.0", "id": id, "result": {}});
+                let _ = stdout.write_all(format!("{reply}\n").as_bytes()).await;
+                let _ = stdout.flush().await;
+                return;
+            }
+            _ => {
+                let envelope = json!({"method": method, "params": params});
+                match serde_json::from_value::<Action>(envelope) {
+                    Ok(action) => match host.call(&action).await {
+                        Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+                        Err(e) => {
+                            if host.crashed() {
+                                eprintln!("delegation-reference-host: {e}");
+                                std::process::exit(CRASH_EXIT);
+                            }
+                            host_error_response(&id, &e)
+                        }
+                    },
+                    Err(e) if !delegation_protocol_knows(&method) => {
+                        error_response(&id, -32601, format!("method `{method}` not found: {e}"))
+                    }
+                    Err(e) => error_response(&id, -32602, format!("params of `{method}`: {e}")),
+                }
+            }
+        };
+        if stdout.write_all(format!("{reply}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = host.shutdown().await;
+}
+
+/// Whether `method` names an action at all, to tell "unknown method" from "bad params".
+fn delegation_protocol_knows(method: &str) -> bool {
+    let probe = json!({"method": method, "params": {}});
+    match serde_json::from_value::<Action>(probe) {
+        Ok(_) => true,
+        Err(e) => !e.to_string().contains("unknown variant"),
+    }
+}
