@@ -10,7 +10,7 @@
 //!   "request": { "role": "worker", "task": "...", "authority": { ... } },
 //!   "request_digest": "sha256:... (the commitment of the canonical spawn request)",
 //!   "now": 1000,          // harness clock, ms
-//!   "deadline_ms": 5000   // how long the host waits; an answer decided later is late
+//!   "deadline": 6000      // harness clock, ms: an answer decided at or after it is late
 //! }
 //! ```
 //!
@@ -27,7 +27,7 @@
 //!
 //! A host accepts an allow only when: the version is `"1"`; the receipt id
 //! was never seen before; `receipt.binding` equals the `request_digest` it
-//! sent; `now < receipt.expires_at`; `decided_at <= now + deadline_ms`; and
+//! sent; `now < receipt.expires_at`; `decided_at < deadline`; and
 //! `constraints` is absent or no wider than the request on any axis.
 //! Anything else (deny, timeout, HTTP error, a non-JSON body, another
 //! version) means no child (EA2, EA4). A request the authorizer cannot
@@ -78,7 +78,7 @@ pub enum AuthorizerMode {
     /// An allow reusing the receipt id of the previous allow (the first
     /// replay, with no allow before it, is a fresh allow that later replays repeat).
     Replay,
-    /// An allow decided one millisecond after `now + deadline_ms`.
+    /// An allow decided one millisecond after the request's `deadline`.
     LateAllow,
     /// An allow whose receipt expires at `now`.
     Expired,
@@ -97,7 +97,8 @@ pub struct AuthorizationRequest {
     pub request: SpawnRequest,
     pub request_digest: String,
     pub now: Millis,
-    pub deadline_ms: Millis,
+    /// Absolute, on the harness clock: the host stops waiting here.
+    pub deadline: Millis,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -255,7 +256,7 @@ fn parse_request(request: &Request) -> Result<AuthorizationRequest, String> {
     let parsed: AuthorizationRequest = serde_json::from_str(text).map_err(|e| {
         format!(
             "authorization request does not match \
-             {{version, parent, request, request_digest, now, deadline_ms}}: {e}"
+             {{version, parent, request, request_digest, now, deadline}}: {e}"
         )
     })?;
     if parsed.version != AUTHORIZER_VERSION {
@@ -329,7 +330,7 @@ impl State {
                 None => self.allow(request, None),
             },
             AuthorizerMode::LateAllow => AuthorizationReply {
-                decided_at: request.now + request.deadline_ms + 1,
+                decided_at: request.deadline + 1,
                 ..self.allow(request, None)
             },
             AuthorizerMode::Expired => {
