@@ -212,3 +212,112 @@ fn modes_read_naturally_in_scenario_json() {
         matches!(&modes[4], AuthorizerMode::Allow { constraints: Some(c) } if c.sandbox == Some(Sandbox::ReadOnly))
     );
 }
+
+/// Each faulty mode must be refusable for the reason MODEL.md gives it: fed
+/// through the reference model's own reader, every faulty allow is refused
+/// and the honest allow admits the child (the positive control).
+mod against_the_reference_model {
+    use super::*;
+    use delegation_model::state::{AuthorizerAnswer, HostState, LiveTools, MemoryJournal};
+    use delegation_model::{ApprovalPolicy, DenyReason, NormalPath, SpawnRequest, StartRequest};
+
+    struct Host {
+        state: HostState,
+        journal: MemoryJournal,
+        root: String,
+    }
+
+    fn root_host() -> Host {
+        let mut state = HostState::new("test-seal-key".to_string());
+        let mut journal = MemoryJournal::default();
+        let start = StartRequest {
+            role: "lead".to_string(),
+            model: delegation_model::default_model(),
+            sandbox: Sandbox::WorkspaceWrite {
+                writable_roots: [NormalPath::parse("/w/repo").unwrap()].into(),
+                network: false,
+            },
+            approval_policy: ApprovalPolicy::Never,
+            tools: vec![],
+            cwd: "/w/repo".to_string(),
+            provider: delegation_model::default_provider(),
+            delegation_depth: 2,
+        };
+        let started = state.start(&mut journal, &start, &LiveTools::new());
+        let root = started.instance.expect("the root starts");
+        Host {
+            state,
+            journal,
+            root,
+        }
+    }
+
+    /// Asks the authorizer about one delegation and lets the model judge its
+    /// answer; on allow the child is committed, as a host would.
+    async fn delegate(host: &mut Host, authorizer: &Authorizer) -> Result<(), DenyReason> {
+        let request = SpawnRequest {
+            role: "worker".to_string(),
+            task: "T".to_string(),
+            authority: AuthorityRequest::default(),
+            model: None,
+            target: None,
+            worktree: false,
+        };
+        let admission = host
+            .state
+            .admit_delegation(&host.root, &request, &LiveTools::new())
+            .expect("the delegation is admissible locally");
+        let body = host.state.authorizer_request(&admission);
+        let text = call(authorizer, &body).await.text().await.unwrap();
+        let (admission, receipt) = host
+            .state
+            .apply_authorizer(admission, &AuthorizerAnswer::Body(text))
+            .map_err(|denial| denial.reason)?;
+        host.state
+            .commit_child(&mut host.journal, admission, Some(receipt))
+            .map_err(|denial| denial.reason)?;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn every_faulty_allow_is_refused_and_the_honest_allow_admits() {
+        let mut host = root_host();
+        let authorizer = Authorizer::start(allow()).await.unwrap();
+        assert_eq!(delegate(&mut host, &authorizer).await, Ok(()));
+
+        let expectations = [
+            (AuthorizerMode::Replay, DenyReason::AuthorizerReplay),
+            (AuthorizerMode::Expired, DenyReason::AuthorizerReplay),
+            (AuthorizerMode::Mismatched, DenyReason::BindingMismatch),
+            (AuthorizerMode::LateAllow, DenyReason::AuthorizerUnavailable),
+            (AuthorizerMode::Malformed, DenyReason::AuthorizerMalformed),
+            (
+                AuthorizerMode::UnsupportedVersion,
+                DenyReason::AuthorizerMalformed,
+            ),
+            (AuthorizerMode::Widening, DenyReason::AuthorizerMalformed),
+            (
+                AuthorizerMode::Deny {
+                    reason: "no".to_string(),
+                },
+                DenyReason::AuthorizerDenied,
+            ),
+        ];
+        for (mode, reason) in expectations {
+            authorizer.set_mode(mode.clone());
+            assert_eq!(
+                delegate(&mut host, &authorizer).await,
+                Err(reason),
+                "mode {mode:?}"
+            );
+        }
+
+        authorizer.set_mode(allow());
+        assert_eq!(delegate(&mut host, &authorizer).await, Ok(()));
+        let readable = authorizer.calls().iter().all(|c| c.request.is_some());
+        assert!(
+            readable,
+            "the reference model's requests follow the documented format"
+        );
+    }
+}
