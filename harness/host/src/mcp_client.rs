@@ -1,0 +1,518 @@
+//! The reference host's MCP client: rmcp over streamable HTTP, plus the raw `tools/list` it received.
+//!
+//! A host must digest a tool definition as it received it, unknown fields
+//! included (MODEL.md section 4). rmcp parses `tools/list` into its typed
+//! `Tool`, which drops every field it does not model (an extra top-level
+//! field, or `annotations.x-delegation-class`). So the HTTP client under
+//! rmcp is wrapped in a tap that keeps the raw JSON of each `tools/list`
+//! answer; `list_tools` returns those raw objects and never the typed ones.
+//! Listing also bypasses rmcp's response cache: a host checking for drift
+//! at dispatch (SD2) must see the live definitions, not a remembered list.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use delegation_model::digest::parse_strict;
+use futures_util::StreamExt as _;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ClientJsonRpcMessage, ClientRequest,
+    Implementation, ListToolsRequest, PaginatedRequestParams, ServerJsonRpcMessage,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::common::client_side_sse::BoxedSseResponse;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// How long `close` waits for the session to end before giving up on it.
+const CLOSE_GRACE: Duration = Duration::from_secs(3);
+
+/// Why talking to an MCP server failed; each names the server.
+#[derive(Debug, thiserror::Error)]
+pub enum McpClientError {
+    #[error("MCP server `{server}` at {url}: could not connect and initialise: {detail}")]
+    Connect {
+        server: String,
+        url: String,
+        detail: String,
+    },
+    #[error("MCP server `{server}`: `{method}` failed: {detail}")]
+    Request {
+        server: String,
+        method: &'static str,
+        detail: String,
+    },
+    #[error("MCP server `{server}`: the `tools/list` answer cannot be digested exactly: {detail}")]
+    RawListing { server: String, detail: String },
+    #[error("MCP server `{server}`: tool `{tool}` arguments must be a JSON object, got {got}")]
+    ArgumentsNotObject {
+        server: String,
+        tool: String,
+        got: String,
+    },
+    #[error("MCP server `{server}`: tool `{tool}` returned an error result: {text}")]
+    ToolError {
+        server: String,
+        tool: String,
+        text: String,
+    },
+}
+
+/// A connected session with one MCP server.
+pub struct McpClient {
+    server: String,
+    service: RunningService<RoleClient, Listener>,
+    tap: Arc<Tap>,
+    /// One listing at a time, so the single raw answer the tap holds
+    /// afterwards is this listing's.
+    listing: tokio::sync::Mutex<()>,
+    list_changed: Arc<ListChanged>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("server", &self.server)
+            .finish()
+    }
+}
+
+impl McpClient {
+    /// Connects and completes the MCP handshake. `server_name` only labels errors.
+    pub async fn connect(server_name: &str, url: &str) -> Result<McpClient, McpClientError> {
+        let tap = Arc::new(Tap::default());
+        let http = TappedHttp {
+            inner: reqwest::Client::new(),
+            tap: tap.clone(),
+        };
+        let transport = StreamableHttpClientTransport::with_client(
+            http,
+            StreamableHttpClientTransportConfig::with_uri(url.to_string()),
+        );
+        let list_changed = Arc::new(ListChanged::default());
+        let listener = Listener {
+            list_changed: list_changed.clone(),
+        };
+        let service = listener
+            .serve(transport)
+            .await
+            .map_err(|e| McpClientError::Connect {
+                server: server_name.to_string(),
+                url: url.to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(McpClient {
+            server: server_name.to_string(),
+            service,
+            tap,
+            listing: tokio::sync::Mutex::new(()),
+            list_changed,
+        })
+    }
+
+    /// Lists tools, following `nextCursor`; returns each definition as the
+    /// raw JSON object the server sent, every field kept.
+    pub async fn list_tools(&self) -> Result<Vec<Value>, McpClientError> {
+        let _one_at_a_time = self.listing.lock().await;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            self.tap.lock().captured.clear();
+            let params = cursor
+                .take()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            self.service
+                .peer()
+                .send_request(ClientRequest::ListToolsRequest(ListToolsRequest {
+                    method: Default::default(),
+                    params,
+                    extensions: Default::default(),
+                }))
+                .await
+                .map_err(|e| self.request_error("tools/list", e))?;
+            let captured: Vec<Result<Value, String>> =
+                self.tap.lock().captured.drain().map(|(_, v)| v).collect();
+            let result = match captured.as_slice() {
+                [Ok(result)] => result.clone(),
+                [Err(detail)] => return Err(self.raw_error(detail.clone())),
+                [] => {
+                    return Err(self.raw_error(
+                        "no raw answer was seen on the wire (was it sent as plain JSON instead of SSE?)"
+                            .to_string(),
+                    ));
+                }
+                _ => {
+                    return Err(
+                        self.raw_error("more than one answer arrived for one listing".to_string())
+                    );
+                }
+            };
+            let page = result
+                .get("tools")
+                .and_then(Value::as_array)
+                .ok_or_else(|| {
+                    self.raw_error(format!("`result.tools` is not an array in {result}"))
+                })?;
+            tools.extend(page.iter().cloned());
+            match result.get("nextCursor") {
+                Some(Value::String(next)) => cursor = Some(next.clone()),
+                None | Some(Value::Null) => return Ok(tools),
+                Some(other) => {
+                    return Err(self.raw_error(format!("`nextCursor` is not a string: {other}")));
+                }
+            }
+        }
+    }
+
+    /// Calls a tool; returns its text content, concatenated.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<String, McpClientError> {
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(McpClientError::ArgumentsNotObject {
+                    server: self.server.clone(),
+                    tool: name.to_string(),
+                    got: other.to_string(),
+                });
+            }
+        };
+        let result = self
+            .service
+            .peer()
+            .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(arguments))
+            .await
+            .map_err(|e| self.request_error("tools/call", e))?;
+        let text: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("");
+        if result.is_error == Some(true) {
+            return Err(McpClientError::ToolError {
+                server: self.server.clone(),
+                tool: name.to_string(),
+                text,
+            });
+        }
+        Ok(text)
+    }
+
+    /// True once a `notifications/tools/list_changed` arrived since the last
+    /// call; the call clears it.
+    pub fn take_list_changed(&self) -> bool {
+        self.list_changed.flag.swap(false, Ordering::SeqCst)
+    }
+
+    /// Waits up to `within` for a `notifications/tools/list_changed` not yet
+    /// taken; does not clear it. For tests and for a host that blocks on it.
+    pub async fn wait_list_changed(&self, within: Duration) -> bool {
+        let arrived = self.list_changed.arrived.notified();
+        if self.list_changed.flag.load(Ordering::SeqCst) {
+            return true;
+        }
+        let _ = tokio::time::timeout(within, arrived).await;
+        self.list_changed.flag.load(Ordering::SeqCst)
+    }
+
+    /// Ends the session (DELETE) and the transport. Bounded by a short grace period.
+    pub async fn close(self) {
+        let server = self.server;
+        let mut service = self.service;
+        match service.close_with_timeout(CLOSE_GRACE).await {
+            Ok(Some(_)) => {}
+            Ok(None) => tracing::debug!("MCP server `{server}`: session did not close in time"),
+            Err(e) => tracing::debug!("MCP server `{server}`: closing the session: {e}"),
+        }
+    }
+
+    fn request_error(&self, method: &'static str, e: rmcp::ServiceError) -> McpClientError {
+        McpClientError::Request {
+            server: self.server.clone(),
+            method,
+            detail: e.to_string(),
+        }
+    }
+
+    fn raw_error(&self, detail: String) -> McpClientError {
+        McpClientError::RawListing {
+            server: self.server.clone(),
+            detail,
+        }
+    }
+}
+
+#[derive(Default)]
+struct ListChanged {
+    flag: AtomicBool,
+    arrived: Notify,
+}
+
+/// The rmcp client handler: only the list_changed notification matters here.
+struct Listener {
+    list_changed: Arc<ListChanged>,
+}
+
+impl ClientHandler for Listener {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(
+                "delegation-harness-reference-host",
+                env!("CARGO_PKG_VERSION"),
+            ),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changed.flag.store(true, Ordering::SeqCst);
+        self.list_changed.arrived.notify_waiters();
+    }
+}
+
+/// Raw `tools/list` answers, keyed by JSON-RPC request id.
+#[derive(Default)]
+struct TapState {
+    /// Ids of `tools/list` requests sent and not yet answered.
+    pending: HashSet<String>,
+    /// The answer's `result` as sent, or why it cannot be digested exactly.
+    captured: HashMap<String, Result<Value, String>>,
+}
+
+#[derive(Default)]
+struct Tap {
+    state: Mutex<TapState>,
+}
+
+impl Tap {
+    fn lock(&self) -> MutexGuard<'_, TapState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn note_request(&self, message: &ClientJsonRpcMessage) {
+        if let ClientJsonRpcMessage::Request(request) = message
+            && matches!(request.request, ClientRequest::ListToolsRequest(_))
+        {
+            self.lock().pending.insert(request.id.to_string());
+        }
+    }
+
+    fn see_frame(&self, data: &str) {
+        if self.lock().pending.is_empty() {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        let Some(id) = message.get("id").and_then(id_key) else {
+            return;
+        };
+        let mut state = self.lock();
+        if !state.pending.remove(&id) {
+            return;
+        }
+        // Strict: a duplicate key or an unsafe integer would make two
+        // parties digest different definitions from the same bytes.
+        let captured = match parse_strict(data) {
+            Ok(mut strict) => match strict.get_mut("result").map(Value::take) {
+                Some(result) => Ok(result),
+                None => Err(format!("the answer has no `result`: {data}")),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        state.captured.insert(id, captured);
+    }
+
+    fn see_json_answer(&self, message: &ServerJsonRpcMessage) {
+        // rmcp already parsed this body into typed values and the unknown
+        // fields are gone: refuse rather than digest a trimmed definition.
+        let Ok(value) = serde_json::to_value(message) else {
+            return;
+        };
+        let Some(id) = value.get("id").and_then(id_key) else {
+            return;
+        };
+        let mut state = self.lock();
+        if state.pending.remove(&id) {
+            state.captured.insert(
+                id,
+                Err("the server answered with a plain JSON body, which rmcp parses before it can be recorded".to_string()),
+            );
+        }
+    }
+}
+
+/// The same key `RequestId`'s `Display` gives, from a raw `id` value.
+fn id_key(id: &Value) -> Option<String> {
+    match id {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// reqwest under rmcp, with every SSE frame shown to the tap on its way in.
+#[derive(Clone)]
+struct TappedHttp {
+    inner: reqwest::Client,
+    tap: Arc<Tap>,
+}
+
+impl TappedHttp {
+    fn tap_stream(&self, stream: BoxedSseResponse) -> BoxedSseResponse {
+        let tap = self.tap.clone();
+        stream
+            .inspect(move |frame| {
+                if let Ok(sse) = frame
+                    && let Some(data) = sse.data.as_deref()
+                    && !data.is_empty()
+                {
+                    tap.see_frame(data);
+                }
+            })
+            .boxed()
+    }
+
+    fn tap_response(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(stream, session) => {
+                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session)
+            }
+            StreamableHttpPostResponse::Json(message, session) => {
+                self.tap.see_json_answer(&message);
+                StreamableHttpPostResponse::Json(message, session)
+            }
+            other => other,
+        }
+    }
+}
+
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+impl StreamableHttpClient for TappedHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        self.tap.note_request(&message);
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_response(response))
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        self.tap.note_request(&message);
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_response(response))
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        self.tap.note_request(&message);
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?;
+        Ok(self.tap_response(response))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<()> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<BoxedSseResponse> {
+        // A resumed response stream can carry a `tools/list` answer too.
+        let stream = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_stream(stream))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxedSseResponse> {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_stream(stream))
+    }
+}
