@@ -2680,10 +2680,15 @@ fn tc5(history: &[HistoryEntry]) -> Vec<Violation> {
 // RS: restart
 // ---------------------------------------------------------------------------
 
+/// A restart, the last observation before it, and the first after it with its step.
+type RestartView<'h> = (
+    &'h HistoryEntry,
+    Option<&'h Observed>,
+    Option<(usize, &'h Observed)>,
+);
+
 /// Each restart with the last observation before it and the first after it.
-fn restarts(
-    history: &[HistoryEntry],
-) -> Vec<(&HistoryEntry, Option<&Observed>, Option<(usize, &Observed)>)> {
+fn restarts(history: &[HistoryEntry]) -> Vec<RestartView<'_>> {
     let mut found = Vec::new();
     let mut last: Option<&Observed> = None;
     for (index, entry) in history.iter().enumerate() {
