@@ -1,1 +1,29 @@
 //! Runs scenarios against any host and reports verdicts.
+//!
+//! The flow: [`catalogue`] loads and selects scenario files ([`scenario`]
+//! defines their format), [`run`] schedules them, [`execute`] drives one
+//! host through one scenario with fresh observers ([`world`]) and checks
+//! expectations and invariants ([`checks`]), emitting [`events`] that the
+//! [`report`] reporters consume. [`snapshot`] records normalised transcripts.
+
+pub mod catalogue;
+pub mod checks;
+pub mod events;
+pub mod execute;
+pub mod exit_code;
+pub mod expectations;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod snapshot;
+pub mod verdict;
+pub mod world;
+
+pub use catalogue::{Catalogue, CatalogueError, Filter};
+pub use events::{EventSink, RunEvent};
+pub use execute::ExecOptions;
+pub use expectations::Expectations;
+pub use run::{RunOptions, RunReport, run};
+pub use scenario::{Scenario, ScenarioError};
+pub use verdict::{Failure, ScenarioResult, Summary, Verdict};
+pub use world::{World, WorldFactory};

@@ -1,0 +1,47 @@
+//! What the runner tells the world while it runs. Reporters consume these
+//! events and nothing else, so no reporter logic lives in the runner
+//! (the shape of cargo-nextest's reporter).
+
+use serde::Serialize;
+
+use crate::verdict::{ScenarioResult, Summary};
+
+/// One step ended.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepSummary {
+    pub scenario: String,
+    pub step: usize,
+    /// The step's action key (`turn`, `restart`, ...).
+    pub action: String,
+    /// Failures this step added.
+    pub failures: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "snake_case", tag = "event")]
+pub enum RunEvent {
+    RunStarted {
+        host: String,
+        /// Scenarios selected (controls pulled in by a selected negative included).
+        total: usize,
+        seed: u64,
+        jobs: usize,
+        /// Whether the model's invariant checkers ran (see `checks::MODEL_CHECKERS_WIRED`).
+        model_checkers: bool,
+    },
+    ScenarioStarted {
+        id: String,
+    },
+    StepFinished(StepSummary),
+    ScenarioFinished(Box<ScenarioResult>),
+    RunFinished {
+        summary: Summary,
+    },
+    /// Ctrl-C (or another interrupt) stopped the run; the results so far are final.
+    RunInterrupted {
+        summary: Summary,
+    },
+}
+
+/// Where the runner sends events. Unbounded so a slow reporter never stalls a host's deadline.
+pub type EventSink = tokio::sync::mpsc::UnboundedSender<RunEvent>;

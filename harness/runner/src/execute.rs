@@ -1,0 +1,1063 @@
+//! Runs one scenario against one host: fresh store and observers, the
+//! handshake, the steps, the evidence, the expectations and the invariant
+//! checkers after every step.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use delegation_host::{Host, HostError, HostLauncher};
+use delegation_model::{
+    Action, ActionResult, ApprovalState, Decision, Evidence, HistoryEntry, InvariantId, Millis,
+    Observed, Receipt, StepKind, TurnReport,
+};
+use delegation_protocol::{Environment, InitializeParams, InitializeResult, PROTOCOL_VERSION};
+use serde_json::{Value, json};
+
+use crate::checks::{self, Violation};
+use crate::events::{EventSink, RunEvent, StepSummary};
+use crate::scenario::{AliasKind, Expect, LATEST_PENDING, Scenario, Setup, StepAction};
+use crate::verdict::{Failure, FailureKind};
+use crate::world::{World, WorldFactory, WorldMark, WorldStep};
+
+/// Knobs for executing scenarios.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// Wall-time budget for one step (host call plus observation). A host that
+    /// takes longer is an `error` verdict, not a hang of the whole run.
+    pub step_deadline: Duration,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            step_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// How one scenario ended, before controls and the expectations file are applied.
+#[derive(Clone, Debug)]
+pub enum RawOutcome {
+    /// Every step ran; `failures` may be empty (pass) or not (fail).
+    Completed,
+    /// The scenario stopped early because a failure made later steps meaningless.
+    Stopped,
+    Unsupported(Vec<String>),
+    Error {
+        message: String,
+        stderr_tail: String,
+    },
+}
+
+/// Everything one execution produced.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    pub outcome: RawOutcome,
+    pub failures: Vec<Failure>,
+    pub steps_run: usize,
+    pub duration: Duration,
+    /// One entry per step: action, reply, evidence counts and observed state,
+    /// with the alias table needed to normalise it.
+    pub transcript: Transcript,
+}
+
+/// The raw transcript; [`crate::snapshot::normalise`] turns it into the snapshot form.
+#[derive(Clone, Debug, Default)]
+pub struct Transcript {
+    pub steps: Vec<Value>,
+    /// Host id to alias, in binding order.
+    pub aliases: Vec<(String, String)>,
+    /// Secrets that must never appear in any output (capability secrets, canaries).
+    pub secrets: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+struct Bound {
+    id: String,
+    receipt: Option<Receipt>,
+    secret: Option<String>,
+}
+
+enum HostFault {
+    Unsupported(String),
+    Broken(String),
+}
+
+impl From<HostError> for HostFault {
+    fn from(e: HostError) -> Self {
+        match e {
+            HostError::Unsupported { method } => HostFault::Unsupported(method),
+            other => HostFault::Broken(other.to_string()),
+        }
+    }
+}
+
+struct Run<'a> {
+    scenario: &'a Scenario,
+    launcher: &'a dyn HostLauncher,
+    options: &'a ExecOptions,
+    store: &'a Path,
+    world: Box<dyn World>,
+    host: Box<dyn Host>,
+    capabilities: Vec<String>,
+    aliases: BTreeMap<String, Bound>,
+    clock: Option<Millis>,
+    observed: Observed,
+    history: Vec<HistoryEntry>,
+    failures: Vec<Failure>,
+    seen_violations: BTreeSet<(InvariantId, usize, String)>,
+    transcript: Transcript,
+    canaries: Vec<String>,
+}
+
+/// Runs `scenario` once against a host from `launcher`, emitting `StepFinished` events.
+pub async fn execute(
+    scenario: &Scenario,
+    launcher: &dyn HostLauncher,
+    worlds: &dyn WorldFactory,
+    options: &ExecOptions,
+    events: &EventSink,
+) -> Execution {
+    let started = Instant::now();
+    let finish = |outcome, failures, steps_run, transcript| Execution {
+        outcome,
+        failures,
+        steps_run,
+        duration: started.elapsed(),
+        transcript,
+    };
+    let error = |message: String, stderr_tail: String| RawOutcome::Error {
+        message,
+        stderr_tail,
+    };
+
+    let store = match tempfile::Builder::new()
+        .prefix("delegation-store-")
+        .tempdir()
+    {
+        Ok(dir) => dir,
+        Err(e) => {
+            return finish(
+                error(
+                    format!("cannot create a store directory: {e}"),
+                    String::new(),
+                ),
+                vec![],
+                0,
+                Transcript::default(),
+            );
+        }
+    };
+    let mut world = match worlds.start(&scenario.setup).await {
+        Ok(w) => w,
+        Err(e) => {
+            return finish(
+                error(format!("cannot start the observers: {e}"), String::new()),
+                vec![],
+                0,
+                Transcript::default(),
+            );
+        }
+    };
+    let (host, init) = match start_host(
+        launcher,
+        store.path(),
+        world.as_ref(),
+        &scenario.setup,
+        options,
+    )
+    .await
+    {
+        Ok(pair) => pair,
+        Err((message, tail)) => {
+            world.shutdown().await;
+            return finish(error(message, tail), vec![], 0, Transcript::default());
+        }
+    };
+
+    let missing: Vec<String> = scenario
+        .needs
+        .iter()
+        .filter(|need| {
+            !init.capabilities.contains(need)
+                && !delegation_protocol::capability::AUTHORITY_WIDENING.contains(&need.as_str())
+        })
+        .cloned()
+        .collect();
+    let mut run = Run {
+        scenario,
+        launcher,
+        options,
+        store: store.path(),
+        world,
+        host,
+        capabilities: init.capabilities,
+        aliases: BTreeMap::new(),
+        clock: scenario.setup.clock,
+        observed: Observed::default(),
+        history: Vec::new(),
+        failures: Vec::new(),
+        seen_violations: BTreeSet::new(),
+        transcript: Transcript::default(),
+        canaries: Vec::new(),
+    };
+    if !missing.is_empty() {
+        run.close().await;
+        return finish(RawOutcome::Unsupported(missing), vec![], 0, run.transcript);
+    }
+
+    let outcome = match run.configure().await {
+        Err(fault) => run.fault_outcome(fault, "configuring the host"),
+        Ok(()) => run.steps(events).await,
+    };
+    let steps_run = run.history.len();
+    run.close().await;
+    let Run {
+        failures,
+        transcript,
+        ..
+    } = run;
+    finish(outcome, failures, steps_run, transcript)
+}
+
+/// Launches a host on `store`, completes the handshake and refuses another major protocol version.
+async fn start_host(
+    launcher: &dyn HostLauncher,
+    store: &Path,
+    world: &dyn World,
+    setup: &Setup,
+    options: &ExecOptions,
+) -> Result<(Box<dyn Host>, InitializeResult), (String, String)> {
+    let mut host = match tokio::time::timeout(options.step_deadline, launcher.launch(store)).await {
+        Ok(Ok(host)) => host,
+        Ok(Err(e)) => return Err((format!("launch failed: {e}"), String::new())),
+        Err(_) => {
+            return Err((
+                format!(
+                    "launch did not finish within {} ms",
+                    options.step_deadline.as_millis()
+                ),
+                String::new(),
+            ));
+        }
+    };
+    let endpoints = world.endpoints();
+    let params = InitializeParams {
+        protocol_version: PROTOCOL_VERSION.to_string(),
+        environment: Environment {
+            model_endpoint: endpoints.model_endpoint,
+            mcp_servers: endpoints.mcp_servers,
+            authorizer: setup.authorizer.as_ref().and(endpoints.authorizer),
+            store_dir: store.display().to_string(),
+            clock: "harness".into(),
+        },
+    };
+    let init = match tokio::time::timeout(options.step_deadline, host.initialize(params)).await {
+        Ok(Ok(init)) => init,
+        Ok(Err(e)) => return Err((format!("initialize failed: {e}"), host.stderr_tail())),
+        Err(_) => {
+            return Err((
+                format!(
+                    "no answer to `initialize` within {} ms",
+                    options.step_deadline.as_millis()
+                ),
+                host.stderr_tail(),
+            ));
+        }
+    };
+    if major(&init.protocol_version) != major(PROTOCOL_VERSION) {
+        let tail = host.stderr_tail();
+        let _ = host.shutdown().await;
+        return Err((
+            format!(
+                "host speaks protocol {} but this harness speaks {PROTOCOL_VERSION}: major versions must be equal",
+                init.protocol_version
+            ),
+            tail,
+        ));
+    }
+    Ok((host, init))
+}
+
+fn major(version: &str) -> &str {
+    version.split('.').next().unwrap_or(version)
+}
+
+impl Run<'_> {
+    async fn call(&mut self, action: &Action) -> Result<ActionResult, HostFault> {
+        match tokio::time::timeout(self.options.step_deadline, self.host.call(action)).await {
+            Ok(result) => Ok(result?),
+            Err(_) => Err(HostFault::Broken(format!(
+                "no answer to `{}` within {} ms",
+                action.method(),
+                self.options.step_deadline.as_millis()
+            ))),
+        }
+    }
+
+    /// `host/configure` from the setup, then the clock: after `initialize` and after every restart.
+    async fn configure(&mut self) -> Result<(), HostFault> {
+        let configure = Action::Configure(self.scenario.setup.configuration.clone());
+        let result = self.call(&configure).await?;
+        if !result.is_ok() {
+            return Err(HostFault::Broken(format!(
+                "the host refused `host/configure` from the scenario's setup: {}",
+                serde_json::to_string(&result).unwrap_or_default()
+            )));
+        }
+        if let Some(now) = self.clock {
+            self.call(&Action::SetClock { now }).await?;
+        }
+        self.observed = self.observe().await?;
+        Ok(())
+    }
+
+    async fn observe(&mut self) -> Result<Observed, HostFault> {
+        let result = self.call(&Action::Observe).await?;
+        result
+            .observed
+            .ok_or_else(|| HostFault::Broken("`state/observe` answered without `observed`".into()))
+    }
+
+    fn fault_outcome(&self, fault: HostFault, during: &str) -> RawOutcome {
+        match fault {
+            HostFault::Unsupported(method) => {
+                RawOutcome::Unsupported(vec![format!("method `{method}` ({during})")])
+            }
+            HostFault::Broken(message) => RawOutcome::Error {
+                message: format!("{during}: {message}"),
+                stderr_tail: self.host.stderr_tail(),
+            },
+        }
+    }
+
+    async fn close(&mut self) {
+        let _ = self.host.shutdown().await;
+        self.world.shutdown().await;
+    }
+
+    async fn steps(&mut self, events: &EventSink) -> RawOutcome {
+        for (index, step) in self.scenario.steps.iter().enumerate() {
+            let failures_before = self.failures.len();
+            let result = self.step(index).await;
+            let _ = events.send(RunEvent::StepFinished(StepSummary {
+                scenario: self.scenario.id.clone(),
+                step: index,
+                action: step.action.key().to_string(),
+                failures: self.failures.len() - failures_before,
+            }));
+            match result {
+                Ok(true) => {}
+                Ok(false) => return RawOutcome::Stopped,
+                Err(fault) => {
+                    return self
+                        .fault_outcome(fault, &format!("step {index} ({})", step.action.key()));
+                }
+            }
+        }
+        RawOutcome::Completed
+    }
+
+    /// Runs one step. `Ok(false)`: a failure that makes later steps meaningless.
+    async fn step(&mut self, index: usize) -> Result<bool, HostFault> {
+        let step = &self.scenario.steps[index];
+        let before = self.observed.clone();
+        let mark = self.world.mark();
+
+        let (kind, result) = match &step.action {
+            StepAction::Restart(_) => {
+                let _ = self.host.shutdown().await;
+                let (host, init) = start_host(
+                    self.launcher,
+                    self.store,
+                    self.world.as_ref(),
+                    &self.scenario.setup,
+                    self.options,
+                )
+                .await
+                .map_err(|(m, tail)| HostFault::Broken(format!("restart: {m}\n{tail}")))?;
+                self.host = host;
+                self.capabilities = init.capabilities;
+                self.configure().await?;
+                (StepKind::Restart, None)
+            }
+            StepAction::ToolServer(s) => self.world_step(WorldStep::ToolServer(s.clone())).await?,
+            StepAction::Authorizer(s) => self.world_step(WorldStep::Authorizer(s.clone())).await?,
+            StepAction::ModelEndpoint(s) => {
+                self.world_step(WorldStep::ModelEndpoint(s.clone())).await?
+            }
+            StepAction::Clock(c) => {
+                let now = match c {
+                    crate::scenario::ClockStep::Set(t) => *t,
+                    crate::scenario::ClockStep::Advance(d) => self.clock.unwrap_or(0) + d,
+                };
+                self.clock = Some(now);
+                let action = Action::SetClock { now };
+                let result = self.call(&action).await?;
+                (
+                    StepKind::Action {
+                        action,
+                        result: Ok(result.clone()),
+                    },
+                    Some(result),
+                )
+            }
+            other => {
+                let action = match self.to_action(other, &before) {
+                    Ok(action) => action,
+                    Err(message) => {
+                        self.failures.push(Failure {
+                            kind: FailureKind::Expectation,
+                            invariants: self.scenario.checks.clone(),
+                            step: index,
+                            at: format!("steps[{index}].{}", other.key()),
+                            expected: json!("an action the runner can build"),
+                            observed: json!(message),
+                            message: format!("cannot run this step: {message}"),
+                            evidence: json!({}),
+                        });
+                        return Ok(false);
+                    }
+                };
+                let result = self.call(&action).await?;
+                self.bind(other, &result);
+                (
+                    StepKind::Action {
+                        action,
+                        result: Ok(result.clone()),
+                    },
+                    Some(result),
+                )
+            }
+        };
+
+        let evidence = self.world.evidence_since(&mark);
+        let observed = match (&step.action, &result) {
+            (StepAction::Observe(_), Some(r)) if r.observed.is_some() => {
+                r.observed.clone().unwrap_or_default()
+            }
+            _ => self.observe().await?,
+        };
+        self.observed = observed.clone();
+        let entry = HistoryEntry {
+            step: index,
+            kind,
+            evidence,
+            observed: Some(observed),
+        };
+        self.record_transcript(index, &entry);
+        self.history.push(entry);
+
+        if let Some(expect) = &step.expect {
+            self.check_expect(index, expect, result.as_ref(), &before, &mark);
+        }
+        self.check_invariants(index, &mark);
+        Ok(true)
+    }
+
+    async fn world_step(
+        &mut self,
+        step: WorldStep,
+    ) -> Result<(StepKind, Option<ActionResult>), HostFault> {
+        let (description, change) =
+            self.world.apply(&step).await.map_err(|e| {
+                HostFault::Broken(format!("the harness's own observer failed: {e}"))
+            })?;
+        Ok((
+            StepKind::World {
+                description,
+                change,
+            },
+            None,
+        ))
+    }
+
+    fn id_of(&self, alias: &str) -> Result<String, String> {
+        self.aliases.get(alias).map(|b| b.id.clone()).ok_or_else(|| {
+            format!(
+                "alias `{alias}` is not bound: the step that should have bound it was refused or returned no id"
+            )
+        })
+    }
+
+    /// Turns a scenario step into the host action, resolving aliases.
+    fn to_action(&mut self, step: &StepAction, observed: &Observed) -> Result<Action, String> {
+        use StepAction as S;
+        Ok(match step {
+            S::Start(s) => Action::Start(s.request.clone()),
+            S::Delegate(s) => Action::Delegate {
+                parent: self.id_of(&s.parent)?,
+                request: s.request.clone(),
+            },
+            S::PrepareReceipt(s) => Action::PrepareReceipt {
+                parent: self.id_of(&s.parent)?,
+                call_id: s.call_id.clone(),
+                request: s.request.clone(),
+                ttl_ms: s.ttl_ms,
+            },
+            S::ConsumeReceipt(s) => {
+                let receipt = self
+                    .aliases
+                    .get(&s.receipt)
+                    .and_then(|b| b.receipt.clone())
+                    .ok_or_else(|| {
+                        format!("receipt alias `{}` holds no issued receipt", s.receipt)
+                    })?;
+                let mut value = serde_json::to_value(receipt).map_err(|e| e.to_string())?;
+                if let Some(tamper) = &s.tamper {
+                    let slot = value.pointer_mut(&tamper.pointer).ok_or_else(|| {
+                        format!(
+                            "tamper pointer `{}` does not exist in the receipt the host issued",
+                            tamper.pointer
+                        )
+                    })?;
+                    *slot = tamper.value.clone();
+                }
+                Action::ConsumeReceipt {
+                    receipt: value,
+                    parent: self.id_of(&s.parent)?,
+                    request: s.request.clone(),
+                }
+            }
+            S::RevokeReceipt(s) => Action::RevokeReceipt {
+                receipt: self.id_of(&s.receipt)?,
+            },
+            S::Turn(s) => Action::Turn {
+                instance: self.id_of(&s.instance)?,
+                input: s.input.clone(),
+            },
+            S::ToolCall(s) => Action::ToolCall {
+                instance: self.id_of(&s.instance)?,
+                tool: s.tool.clone(),
+                arguments: s.arguments.clone(),
+            },
+            S::Close(s) => Action::Close {
+                instance: self.id_of(&s.instance)?,
+            },
+            S::Cancel(s) => Action::Cancel {
+                instance: self.id_of(&s.instance)?,
+            },
+            S::Fail(s) => Action::Fail {
+                instance: self.id_of(&s.instance)?,
+            },
+            S::Resume(s) => Action::Resume {
+                instance: self.id_of(&s.instance)?,
+            },
+            S::Fork(s) => Action::Fork {
+                instance: self.id_of(&s.instance)?,
+            },
+            S::Wait(s) => Action::Wait {
+                instance: self.id_of(&s.instance)?,
+                deadline: self.clock.unwrap_or(0) + s.within_ms,
+            },
+            S::DeliverEvent(s) => Action::DeliverEvent {
+                event: s.event.clone(),
+                instance: self.id_of(&s.instance)?,
+                kind: s.kind.clone(),
+            },
+            S::Answer(s) => {
+                let request = if s.request == LATEST_PENDING {
+                    observed
+                        .approvals
+                        .iter()
+                        .rev()
+                        .find(|a| a.state == ApprovalState::Pending)
+                        .map(|a| a.id.clone())
+                        .ok_or("`latest-pending`: the host shows no pending approval request")?
+                } else {
+                    self.id_of(&s.request)?
+                };
+                Action::Answer {
+                    request,
+                    decision: s.decision,
+                }
+            }
+            S::Auto(s) => Action::SetAutoApprove { enabled: s.enabled },
+            S::RevokeGrant(s) => {
+                let grant = if s.grant == "latest" {
+                    observed
+                        .grants
+                        .last()
+                        .map(|g| g.id.clone())
+                        .ok_or("`latest`: the host shows no exact-call grant")?
+                } else {
+                    s.grant.clone()
+                };
+                Action::RevokeGrant { grant }
+            }
+            S::IssueCapability(s) => {
+                let secret = self.scenario.setup.canaries.then(|| {
+                    let canary = format!(
+                        "CANARY-{}-{}",
+                        self.scenario.id.replace('/', "-"),
+                        self.canaries.len()
+                    );
+                    self.canaries.push(canary.clone());
+                    self.transcript.secrets.push(canary.clone());
+                    canary
+                });
+                Action::IssueCapability {
+                    task: s.task.clone(),
+                    agent: self.id_of(&s.agent)?,
+                    tools: s.tools.clone(),
+                    expires_at: s.expires_at,
+                    secret,
+                }
+            }
+            S::CapabilityCall(s) => {
+                let bound = self
+                    .aliases
+                    .get(&s.capability)
+                    .ok_or_else(|| format!("capability alias `{}` is not bound", s.capability))?;
+                let secret = if s.wrong_secret {
+                    "not-the-issued-secret".to_string()
+                } else {
+                    bound.secret.clone().ok_or_else(|| {
+                        format!(
+                            "capability `{}` was issued without a secret the harness knows",
+                            s.capability
+                        )
+                    })?
+                };
+                Action::CapabilityCall {
+                    secret,
+                    task: s.task.clone(),
+                    agent: self.id_of(&s.agent)?,
+                    tool: s.tool.clone(),
+                    arguments: s.arguments.clone(),
+                    call_id: None,
+                }
+            }
+            S::RevokeCapability(s) => Action::RevokeCapability {
+                capability: self.id_of(&s.capability)?,
+            },
+            S::Fault(f) => Action::ArmFault {
+                point: f.point,
+                times: f.times,
+            },
+            S::ClearFault(f) => Action::ClearFault { point: f.point },
+            S::Observe(_) => Action::Observe,
+            S::Clock(_)
+            | S::Restart(_)
+            | S::ToolServer(_)
+            | S::Authorizer(_)
+            | S::ModelEndpoint(_) => unreachable!("handled before `to_action`"),
+        })
+    }
+
+    /// Binds the aliases a step names to the ids the host returned.
+    fn bind(&mut self, step: &StepAction, result: &ActionResult) {
+        use StepAction as S;
+        let mut put = |alias: &Option<String>, _kind: AliasKind, id: Option<String>| {
+            if let (Some(alias), Some(id)) = (alias, id) {
+                self.transcript.aliases.push((id.clone(), alias.clone()));
+                self.aliases.insert(
+                    alias.clone(),
+                    Bound {
+                        id,
+                        receipt: None,
+                        secret: None,
+                    },
+                );
+            }
+        };
+        let ok_instance = result.is_ok().then(|| result.instance.clone()).flatten();
+        let approval = result.tool_call.as_ref().and_then(|t| t.approval.clone());
+        match step {
+            S::Start(s) => put(&Some(s.alias.clone()), AliasKind::Instance, ok_instance),
+            S::Delegate(s) => put(&s.alias, AliasKind::Instance, ok_instance),
+            S::ConsumeReceipt(s) => put(&s.alias, AliasKind::Instance, ok_instance),
+            S::Fork(s) => put(&Some(s.alias.clone()), AliasKind::Instance, ok_instance),
+            S::Turn(s) => {
+                let child = match &result.turn {
+                    Some(TurnReport::Spawn { spawn }) if spawn.is_ok() => spawn.instance.clone(),
+                    _ => None,
+                };
+                put(&s.alias, AliasKind::Instance, child);
+                put(&s.approval_as, AliasKind::Approval, approval);
+            }
+            S::ToolCall(s) => put(&s.approval_as, AliasKind::Approval, approval),
+            S::PrepareReceipt(s) => {
+                if let Some(receipt) = result.receipt.clone().filter(|_| result.is_ok()) {
+                    self.transcript
+                        .aliases
+                        .push((receipt.id.clone(), s.alias.clone()));
+                    self.transcript.secrets.push(receipt.seal.clone());
+                    self.aliases.insert(
+                        s.alias.clone(),
+                        Bound {
+                            id: receipt.id.clone(),
+                            receipt: Some(receipt),
+                            secret: None,
+                        },
+                    );
+                }
+            }
+            S::IssueCapability(s) => {
+                if let Some(token) = result.capability.clone().filter(|_| result.is_ok()) {
+                    // A harness-chosen secret (canary) is never echoed; the host's own comes back once.
+                    let secret = match &token.secret {
+                        Some(secret) => Some(secret.clone()),
+                        None => self.canaries.last().cloned(),
+                    };
+                    self.transcript.secrets.extend(secret.clone());
+                    self.transcript
+                        .aliases
+                        .push((token.id.clone(), s.alias.clone()));
+                    self.aliases.insert(
+                        s.alias.clone(),
+                        Bound {
+                            id: token.id,
+                            receipt: None,
+                            secret,
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn record_transcript(&mut self, index: usize, entry: &HistoryEntry) {
+        let step = &self.scenario.steps[index];
+        let mut value = json!({
+            "step": index,
+            "do": step.action.key(),
+        });
+        match &entry.kind {
+            StepKind::Action { action, result } => {
+                value["request"] = serde_json::to_value(action).unwrap_or(Value::Null);
+                value["reply"] = match result {
+                    Ok(r) => serde_json::to_value(r).unwrap_or(Value::Null),
+                    Err(e) => json!({ "protocol_error": e }),
+                };
+                // The reply to `state/observe` is the observed state below; do not print it twice.
+                if matches!(action, Action::Observe) {
+                    value["reply"].as_object_mut().map(|o| o.remove("observed"));
+                }
+            }
+            StepKind::Restart => {}
+            StepKind::World { description, .. } => value["world"] = json!(description),
+        }
+        value["evidence"] = json!({
+            "model_requests": entry.evidence.model_requests,
+            "auxiliary_requests": entry.evidence.auxiliary_requests,
+            "handler_calls": entry.evidence.handler_calls.len(),
+            "authorizer_calls": entry.evidence.authorizer_calls,
+        });
+        value["observed"] = serde_json::to_value(&entry.observed).unwrap_or(Value::Null);
+        self.transcript.steps.push(value);
+    }
+
+    fn failure(
+        &self,
+        index: usize,
+        field: &str,
+        expected: Value,
+        observed: Value,
+        result: Option<&ActionResult>,
+        mark: &WorldMark,
+    ) -> Failure {
+        let evidence = self
+            .history
+            .last()
+            .map(|e| e.evidence.clone())
+            .unwrap_or_default();
+        Failure {
+            kind: FailureKind::Expectation,
+            invariants: self.scenario.checks.clone(),
+            step: index,
+            at: format!("steps[{index}].expect.{field}"),
+            message: format!("expected {expected}, observed {observed}"),
+            expected,
+            observed,
+            evidence: self.evidence_value(&evidence, result, mark),
+        }
+    }
+
+    fn evidence_value(
+        &self,
+        evidence: &Evidence,
+        result: Option<&ActionResult>,
+        mark: &WorldMark,
+    ) -> Value {
+        json!({
+            "observers": evidence,
+            "recent_requests": self.world.recent_since(mark),
+            "host_reply": result,
+            "stderr_tail": self.host.stderr_tail(),
+        })
+    }
+
+    fn check_expect(
+        &mut self,
+        index: usize,
+        expect: &Expect,
+        result: Option<&ActionResult>,
+        before: &Observed,
+        mark: &WorldMark,
+    ) {
+        let after = &self.observed;
+        let evidence = self
+            .history
+            .last()
+            .map(|e| e.evidence.clone())
+            .unwrap_or_default();
+        let mut found: Vec<(String, Value, Value)> = Vec::new();
+        let mut cmp = |field: &str, expected: Value, observed: Value| {
+            if expected != observed {
+                found.push((field.to_string(), expected, observed));
+            }
+        };
+
+        if let Some(outcome) = expect.outcome {
+            cmp("outcome", json!(outcome), json!(result.map(|r| r.outcome)));
+        }
+        if let Some(reason) = expect.reason {
+            cmp(
+                "reason",
+                json!(reason),
+                json!(result.and_then(|r| r.reason)),
+            );
+        }
+        if let Some(spawn) = &expect.spawn {
+            let nested = result.and_then(|r| match &r.turn {
+                Some(TurnReport::Spawn { spawn }) => Some(spawn.as_ref()),
+                _ => None,
+            });
+            cmp(
+                "spawn.outcome",
+                json!(spawn.outcome),
+                json!(nested.map(|s| s.outcome)),
+            );
+            if let Some(reason) = spawn.reason {
+                cmp(
+                    "spawn.reason",
+                    json!(reason),
+                    json!(nested.and_then(|s| s.reason)),
+                );
+            }
+        }
+        if let Some(delta) = &expect.delta {
+            let known: BTreeSet<&str> = before.instances.iter().map(|i| i.id.as_str()).collect();
+            let pending = |o: &Observed| {
+                o.approvals
+                    .iter()
+                    .filter(|a| a.state == ApprovalState::Pending)
+                    .count() as i64
+            };
+            let dispatched = |o: &Observed| {
+                o.approvals
+                    .iter()
+                    .filter(|a| a.state == ApprovalState::Dispatched)
+                    .count() as i64
+            };
+            if let Some(n) = delta.instances {
+                cmp(
+                    "delta.instances",
+                    json!(n),
+                    json!(after.instances.len() as i64 - before.instances.len() as i64),
+                );
+            }
+            if let Some(n) = delta.model_requests {
+                cmp(
+                    "delta.model_requests",
+                    json!(n),
+                    json!(evidence.total_model_requests()),
+                );
+            }
+            if let Some(n) = delta.model_requests_new_instances {
+                let new: u64 = evidence
+                    .model_requests
+                    .iter()
+                    .filter(|(id, _)| !known.contains(id.as_str()))
+                    .map(|(_, n)| n)
+                    .sum();
+                cmp("delta.model_requests_new_instances", json!(n), json!(new));
+            }
+            for (alias, n) in &delta.model_requests_for {
+                let id = self.aliases.get(alias).map(|b| b.id.as_str()).unwrap_or("");
+                let seen = evidence.model_requests.get(id).copied().unwrap_or(0);
+                cmp(
+                    &format!("delta.model_requests_for.{alias}"),
+                    json!(n),
+                    json!(seen),
+                );
+            }
+            if let Some(n) = delta.handler_calls {
+                cmp(
+                    "delta.handler_calls",
+                    json!(n),
+                    json!(evidence.handler_calls.len()),
+                );
+            }
+            if let Some(n) = delta.authorizer_calls {
+                cmp(
+                    "delta.authorizer_calls",
+                    json!(n),
+                    json!(evidence.authorizer_calls),
+                );
+            }
+            if let Some(n) = delta.approvals_dispatched {
+                cmp(
+                    "delta.approvals_dispatched",
+                    json!(n),
+                    json!(dispatched(after) - dispatched(before)),
+                );
+            }
+            if let Some(n) = delta.approvals_pending {
+                cmp(
+                    "delta.approvals_pending",
+                    json!(n),
+                    json!(pending(after) - pending(before)),
+                );
+            }
+        }
+        for (alias, state) in &expect.state {
+            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let seen = id.and_then(|id| after.instance(id)).map(|i| i.state);
+            cmp(&format!("state.{alias}"), json!(state), json!(seen));
+        }
+        if let Some(count) = &expect.instances {
+            cmp(
+                "instances.count",
+                json!(count.count),
+                json!(after.instances.len()),
+            );
+        }
+        if let Some(approvals) = &expect.approvals {
+            let count = |f: &dyn Fn(&delegation_model::ObservedApproval) -> bool| {
+                after.approvals.iter().filter(|a| f(a)).count() as u64
+            };
+            if let Some(n) = approvals.pending {
+                cmp(
+                    "approvals.pending",
+                    json!(n),
+                    json!(count(&|a| a.state == ApprovalState::Pending)),
+                );
+            }
+            if let Some(n) = approvals.allowed {
+                cmp(
+                    "approvals.allowed",
+                    json!(n),
+                    json!(count(&|a| matches!(
+                        a.decision,
+                        Some(Decision::Allow | Decision::AllowExact)
+                    ))),
+                );
+            }
+            if let Some(n) = approvals.denied {
+                cmp(
+                    "approvals.denied",
+                    json!(n),
+                    json!(count(&|a| a.decision == Some(Decision::Deny))),
+                );
+            }
+        }
+        for (alias, state) in &expect.receipts {
+            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let seen = id
+                .and_then(|id| after.receipts.iter().find(|r| r.id == id))
+                .map(|r| r.state);
+            cmp(&format!("receipts.{alias}"), json!(state), json!(seen));
+        }
+        if let Some(tool_call) = &expect.tool_call {
+            let report = result.and_then(|r| r.tool_call.as_ref());
+            cmp(
+                "tool_call.outcome",
+                json!(tool_call.outcome),
+                json!(report.map(|t| t.outcome)),
+            );
+            if let Some(reason) = tool_call.reason {
+                cmp(
+                    "tool_call.reason",
+                    json!(reason),
+                    json!(report.and_then(|t| t.reason)),
+                );
+            }
+        }
+        if let Some(woke) = expect.woke {
+            cmp("woke", json!(woke), json!(result.and_then(|r| r.woke)));
+        }
+        if let Some(alias) = &expect.effective_equals_ceiling_of {
+            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let ceiling = id.and_then(|id| before.instance(id)).map(|i| &i.ceiling);
+            cmp(
+                "effective_equals_ceiling_of",
+                json!(ceiling),
+                json!(result.and_then(|r| r.effective.as_ref())),
+            );
+        }
+        if let Some(partial) = &expect.effective {
+            let effective = result
+                .and_then(|r| r.effective.as_ref())
+                .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
+                .unwrap_or(Value::Null);
+            if !partial_match(partial, &effective) {
+                cmp("effective", partial.clone(), effective);
+            }
+        }
+
+        for (field, expected, observed) in found {
+            let failure = self.failure(index, &field, expected, observed, result, mark);
+            self.failures.push(failure);
+        }
+    }
+
+    /// Runs the checkers for the scenario's ids and keeps only violations not reported before.
+    fn check_invariants(&mut self, index: usize, mark: &WorldMark) {
+        let mut violations = checks::check_invariants(&self.scenario.checks, &self.history);
+        if let Some(entry) = self.history.last() {
+            for path in checks::canary_hits(entry, &self.canaries) {
+                violations.push(Violation {
+                    id: InvariantId::TC4,
+                    step: index,
+                    message: format!(
+                        "a capability secret planted by the harness appears at `{path}`"
+                    ),
+                    evidence: json!({ "at": path }),
+                });
+            }
+        }
+        for v in violations {
+            if !self
+                .seen_violations
+                .insert((v.id, v.step, v.message.clone()))
+            {
+                continue;
+            }
+            let step_evidence = self
+                .history
+                .get(v.step)
+                .map(|e| e.evidence.clone())
+                .unwrap_or_default();
+            let reply = self.history.get(v.step).and_then(|e| match &e.kind {
+                StepKind::Action { result: Ok(r), .. } => Some(r.clone()),
+                _ => None,
+            });
+            let mut evidence = self.evidence_value(&step_evidence, reply.as_ref(), mark);
+            evidence["checker"] = v.evidence;
+            self.failures.push(Failure {
+                kind: FailureKind::Invariant,
+                invariants: vec![v.id],
+                step: v.step,
+                at: v.id.to_string(),
+                expected: json!(v.id.meaning()),
+                observed: json!(v.message),
+                message: v.message,
+                evidence,
+            });
+        }
+    }
+}
+
+/// Whether every field given in `partial` is equal in `actual` (objects recursively; anything else exactly).
+pub fn partial_match(partial: &Value, actual: &Value) -> bool {
+    match (partial, actual) {
+        (Value::Object(p), Value::Object(a)) => p
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|av| partial_match(v, av))),
+        _ => partial == actual,
+    }
+}

@@ -1,0 +1,234 @@
+//! The human reporter: one line per scenario, the failures with their
+//! evidence, and a summary. Colour through anstream (so `NO_COLOR` and
+//! non-terminals get plain text); a progress bar only on a terminal.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::{Collector, Reporter, failure_line};
+use crate::events::RunEvent;
+use crate::verdict::{ScenarioResult, Summary, Verdict};
+
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const BOLD: &str = "\x1b[1m";
+const RESET: &str = "\x1b[0m";
+
+pub struct HumanReporter {
+    out: Box<dyn Write + Send>,
+    /// Strip colour before writing (for `plain`); stdout decides through anstream instead.
+    strip: bool,
+    bar: Option<ProgressBar>,
+    /// Also write a plain copy of the final report, for `--report human=FILE`.
+    file: Option<(PathBuf, Collector)>,
+}
+
+impl HumanReporter {
+    /// Writes to standard output: a progress bar when it is a terminal, plain lines otherwise.
+    pub fn stdout() -> HumanReporter {
+        HumanReporter {
+            out: Box::new(anstream::AutoStream::auto(io::stdout())),
+            strip: false,
+            bar: None,
+            file: None,
+        }
+    }
+
+    /// Writes the whole report to `w` with colour stripped; for tests and files.
+    pub fn plain(w: impl Write + Send + 'static) -> HumanReporter {
+        HumanReporter {
+            out: Box::new(w),
+            strip: true,
+            bar: None,
+            file: None,
+        }
+    }
+
+    pub fn to_file(file: PathBuf) -> HumanReporter {
+        HumanReporter {
+            out: Box::new(io::sink()),
+            strip: true,
+            bar: None,
+            file: Some((file, Collector::new())),
+        }
+    }
+
+    fn line(&mut self, text: &str) -> io::Result<()> {
+        match &self.bar {
+            // indicatif keeps the bar below printed lines; it strips nothing, so strip here.
+            Some(bar) => {
+                let mut plain = Vec::new();
+                let mut s = anstream::AutoStream::new(
+                    &mut plain,
+                    anstream::AutoStream::choice(&io::stdout()),
+                );
+                let _ = s.write_all(text.as_bytes());
+                drop(s);
+                bar.println(String::from_utf8_lossy(&plain));
+                Ok(())
+            }
+            None if self.strip => writeln!(self.out, "{}", anstream::adapter::strip_str(text)),
+            None => writeln!(self.out, "{text}"),
+        }
+    }
+}
+
+fn colour(verdict: &Verdict) -> &'static str {
+    match verdict {
+        Verdict::Pass => GREEN,
+        Verdict::Fail | Verdict::Error { .. } | Verdict::Stale { .. } => RED,
+        Verdict::KnownFailure { security: true, .. } => RED,
+        _ => YELLOW,
+    }
+}
+
+/// The lines for one finished scenario.
+pub fn render_result(r: &ScenarioResult) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{}{:>13}{RESET} {} [{}] ({}/{} steps, {} ms)",
+        colour(&r.verdict),
+        r.verdict.name().to_uppercase(),
+        r.id,
+        r.tier,
+        r.steps_run,
+        r.steps_total,
+        r.duration.as_millis()
+    )];
+    match &r.verdict {
+        Verdict::Error { message, stderr_tail } => {
+            lines.push(format!("              {message}"));
+            for l in stderr_tail.lines() {
+                lines.push(format!("              stderr| {l}"));
+            }
+        }
+        Verdict::Stale { reason } => lines.push(format!("              {reason}")),
+        Verdict::Unsupported { missing } => {
+            lines.push(format!("              host lacks: {}", missing.join(", ")))
+        }
+        Verdict::Inconclusive { control, control_verdict } => lines.push(format!(
+            "              its positive control {control} ended {control_verdict}: this negative proves nothing"
+        )),
+        Verdict::KnownFailure { reason, security } => lines.push(format!(
+            "              {}{reason}",
+            if *security { "KNOWN SECURITY VIOLATION (MUST): " } else { "" }
+        )),
+        Verdict::Pass => {}
+        Verdict::Fail => {}
+    }
+    if matches!(
+        r.verdict,
+        Verdict::Fail | Verdict::KnownFailure { .. } | Verdict::Inconclusive { .. }
+    ) {
+        for f in &r.failures {
+            lines.push(format!("              {BOLD}{}{RESET}", failure_line(f)));
+            lines.push(format!(
+                "                evidence: {}",
+                serde_json::to_string(&f.evidence["observers"]).unwrap_or_default()
+            ));
+            let reply = &f.evidence["host_reply"];
+            if !reply.is_null() {
+                lines.push(format!(
+                    "                host reply: {}",
+                    serde_json::to_string(reply).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    lines
+}
+
+pub fn render_summary(s: &Summary, interrupted: bool) -> String {
+    let head = if interrupted {
+        format!("{RED}INTERRUPTED{RESET} ({} not run)", s.not_run)
+    } else if s.failed() {
+        format!("{RED}FAILED{RESET}")
+    } else {
+        format!("{GREEN}PASSED{RESET}")
+    };
+    format!(
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations)",
+        s.total,
+        s.pass,
+        s.fail,
+        s.error,
+        s.stale,
+        s.inconclusive,
+        s.unsupported,
+        s.known_failure,
+        s.known_security_violations
+    )
+}
+
+impl Reporter for HumanReporter {
+    fn event(&mut self, event: &RunEvent) -> io::Result<()> {
+        if let Some((file, collector)) = &mut self.file {
+            if let Some((summary, interrupted)) = collector.absorb(event) {
+                let mut text = String::new();
+                for r in collector.sorted() {
+                    for l in render_result(r) {
+                        text.push_str(&l);
+                        text.push('\n');
+                    }
+                }
+                text.push_str(&render_summary(&summary, interrupted));
+                text.push('\n');
+                let mut f = File::create(&*file)?;
+                write!(f, "{}", anstream::adapter::strip_str(&text))?;
+            }
+            return Ok(());
+        }
+        match event {
+            RunEvent::RunStarted {
+                host,
+                total,
+                seed,
+                jobs,
+                model_checkers,
+            } => {
+                self.line(&format!(
+                    "{BOLD}delegation-harness{RESET}: {total} scenarios against {host} (seed {seed}, {jobs} jobs)"
+                ))?;
+                if !model_checkers {
+                    self.line(&format!(
+                        "{YELLOW}note{RESET}: the model's invariant checkers are not wired in yet; only expectations and the canary search are checked"
+                    ))?;
+                }
+                if io::stdout().is_terminal() {
+                    let bar = ProgressBar::new(*total as u64);
+                    bar.set_style(
+                        ProgressStyle::with_template("{bar:30} {pos}/{len} {wide_msg}")
+                            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                    );
+                    self.bar = Some(bar);
+                }
+            }
+            RunEvent::ScenarioStarted { id } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_message(id.clone());
+                }
+            }
+            RunEvent::StepFinished(_) => {}
+            RunEvent::ScenarioFinished(result) => {
+                for l in render_result(result) {
+                    self.line(&l)?;
+                }
+                if let Some(bar) = &self.bar {
+                    bar.inc(1);
+                }
+            }
+            RunEvent::RunFinished { summary } | RunEvent::RunInterrupted { summary } => {
+                if let Some(bar) = self.bar.take() {
+                    bar.finish_and_clear();
+                }
+                let interrupted = matches!(event, RunEvent::RunInterrupted { .. });
+                self.line(&render_summary(summary, interrupted))?;
+                self.out.flush()?;
+            }
+        }
+        Ok(())
+    }
+}

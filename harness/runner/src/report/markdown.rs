@@ -1,0 +1,98 @@
+//! The Markdown report, for a CI job summary (`$GITHUB_STEP_SUMMARY` and the like).
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::PathBuf;
+
+use super::{Collector, Reporter, failure_line};
+use crate::events::RunEvent;
+use crate::verdict::Verdict;
+
+pub struct MarkdownReporter {
+    file: PathBuf,
+    collector: Collector,
+}
+
+impl MarkdownReporter {
+    pub fn new(file: PathBuf) -> MarkdownReporter {
+        MarkdownReporter {
+            file,
+            collector: Collector::new(),
+        }
+    }
+}
+
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}
+
+impl Reporter for MarkdownReporter {
+    fn event(&mut self, event: &RunEvent) -> io::Result<()> {
+        let Some((s, interrupted)) = self.collector.absorb(event) else {
+            return Ok(());
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "## delegation-harness: `{}`\n",
+            cell(&self.collector.host)
+        );
+        if interrupted {
+            let _ = writeln!(
+                out,
+                "> **Interrupted**: {} scenario(s) did not run.\n",
+                s.not_run
+            );
+        }
+        let _ = writeln!(
+            out,
+            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) |\n|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) |\n",
+            s.pass,
+            s.fail,
+            s.error,
+            s.stale,
+            s.inconclusive,
+            s.unsupported,
+            s.known_failure,
+            s.known_security_violations
+        );
+        let _ = writeln!(
+            out,
+            "| scenario | tier | checks | verdict | detail |\n|---|---|---|---|---|"
+        );
+        for r in self.collector.sorted() {
+            let checks: Vec<String> = r.checks.iter().map(|c| c.to_string()).collect();
+            let detail = match &r.verdict {
+                Verdict::Fail => r
+                    .failures
+                    .iter()
+                    .map(failure_line)
+                    .collect::<Vec<_>>()
+                    .join("<br>"),
+                Verdict::Error { message, .. } => message.clone(),
+                Verdict::Stale { reason } => reason.clone(),
+                Verdict::KnownFailure {
+                    reason,
+                    security: true,
+                } => format!("**known security violation**: {reason}"),
+                Verdict::KnownFailure { reason, .. } => reason.clone(),
+                Verdict::Unsupported { missing } => format!("needs {}", missing.join(", ")),
+                Verdict::Inconclusive {
+                    control,
+                    control_verdict,
+                } => format!("control `{control}`: {control_verdict}"),
+                Verdict::Pass => String::new(),
+            };
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} | {} |",
+                r.id,
+                r.tier,
+                checks.join(" "),
+                r.verdict.name(),
+                cell(&detail)
+            );
+        }
+        std::fs::write(&self.file, out)
+    }
+}

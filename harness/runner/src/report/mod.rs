@@ -1,0 +1,129 @@
+//! Reporters: each consumes the runner's events and renders them one way.
+//! Human output for a terminal or a CI log; JSON, JUnit and Markdown files
+//! written when the run ends, also when it was interrupted.
+
+use std::io;
+use std::path::PathBuf;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::events::RunEvent;
+
+pub mod human;
+pub mod json;
+pub mod junit;
+pub mod markdown;
+
+/// Something that renders run events.
+pub trait Reporter: Send {
+    fn event(&mut self, event: &RunEvent) -> io::Result<()>;
+}
+
+/// A file format for `--report FORMAT=FILE`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Human,
+    Json,
+    Junit,
+    Markdown,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "human" => Ok(Format::Human),
+            "json" => Ok(Format::Json),
+            "junit" => Ok(Format::Junit),
+            "markdown" | "md" => Ok(Format::Markdown),
+            other => Err(format!(
+                "`{other}` is not a report format; expected json, junit, markdown or human"
+            )),
+        }
+    }
+}
+
+/// The reporter writing `format` to `file` when the run ends.
+pub fn file_reporter(format: Format, file: PathBuf) -> Box<dyn Reporter> {
+    match format {
+        Format::Human => Box::new(human::HumanReporter::to_file(file)),
+        Format::Json => Box::new(json::JsonReporter::new(file)),
+        Format::Junit => Box::new(junit::JunitReporter::new(file)),
+        Format::Markdown => Box::new(markdown::MarkdownReporter::new(file)),
+    }
+}
+
+/// Feeds every event to every reporter until the runner drops its sender.
+/// Returns the first reporter error (after still feeding the others), so a
+/// full disk is a harness error, not a silently missing report.
+pub async fn drain(
+    mut events: UnboundedReceiver<RunEvent>,
+    mut reporters: Vec<Box<dyn Reporter>>,
+) -> io::Result<()> {
+    let mut first_error = None;
+    while let Some(event) = events.recv().await {
+        for r in reporters.iter_mut() {
+            if let Err(e) = r.event(&event)
+                && first_error.is_none()
+            {
+                first_error = Some(e);
+            }
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Collects finished results until the run ends, then calls `write`.
+pub(crate) struct Collector {
+    pub results: Vec<crate::verdict::ScenarioResult>,
+    pub host: String,
+    pub seed: u64,
+}
+
+impl Collector {
+    pub fn new() -> Collector {
+        Collector {
+            results: Vec::new(),
+            host: String::new(),
+            seed: 0,
+        }
+    }
+
+    /// Returns `Some((summary, interrupted))` when the run ended.
+    pub fn absorb(&mut self, event: &RunEvent) -> Option<(crate::verdict::Summary, bool)> {
+        match event {
+            RunEvent::RunStarted { host, seed, .. } => {
+                self.host = host.clone();
+                self.seed = *seed;
+                None
+            }
+            RunEvent::ScenarioFinished(result) => {
+                self.results.push((**result).clone());
+                None
+            }
+            RunEvent::RunFinished { summary } => Some((summary.clone(), false)),
+            RunEvent::RunInterrupted { summary } => Some((summary.clone(), true)),
+            _ => None,
+        }
+    }
+
+    /// Results sorted by id, so report files do not depend on `--jobs` timing.
+    pub fn sorted(&self) -> Vec<&crate::verdict::ScenarioResult> {
+        let mut r: Vec<_> = self.results.iter().collect();
+        r.sort_by(|a, b| a.id.cmp(&b.id));
+        r
+    }
+}
+
+/// One line per failure, shared by the human, JUnit and Markdown reporters.
+pub fn failure_line(f: &crate::verdict::Failure) -> String {
+    let ids: Vec<String> = f.invariants.iter().map(|i| i.to_string()).collect();
+    format!(
+        "[{}] step {} at {}: expected {}, observed {}",
+        ids.join(","),
+        f.step,
+        f.at,
+        f.expected,
+        f.observed
+    )
+}

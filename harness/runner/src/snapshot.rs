@@ -1,0 +1,159 @@
+//! Snapshots: one normalised transcript per scenario, written with insta to
+//! `<dir>/<area>/<NNN-name>.snap`, so a change in a host's behaviour shows
+//! as a reviewable diff (`cargo insta review`, or `INSTA_UPDATE=no` in CI).
+//!
+//! Normalisation makes transcripts comparable across runs and hosts: host
+//! ids become their scenario aliases (`<root>`), ids without an alias become
+//! stable placeholders in order of first appearance (`<id:3>`), times become
+//! `<time>` and secrets `<secret>`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::execute::Transcript;
+use crate::verdict::ScenarioResult;
+
+/// Keys whose string values are host-chosen ids.
+const ID_KEYS: &[&str] = &[
+    "id",
+    "instance",
+    "parent",
+    "child",
+    "receipt",
+    "request",
+    "approval",
+    "agent",
+    "grant",
+    "capability",
+    "authorization",
+    "receipt_ids",
+];
+/// Keys whose values are times on the harness clock or elsewhere.
+const TIME_KEYS: &[&str] = &["now", "issued_at", "expires_at", "deadline"];
+/// Keys whose values are secrets or host-specific seals.
+const SECRET_KEYS: &[&str] = &["seal", "secret"];
+
+/// The snapshot form of a transcript.
+pub fn normalise(transcript: &Transcript) -> Value {
+    let mut names: BTreeMap<String, String> = BTreeMap::new();
+    for (id, alias) in &transcript.aliases {
+        names
+            .entry(id.clone())
+            .or_insert_with(|| format!("<{alias}>"));
+    }
+    let mut next = 1usize;
+    let mut steps = Value::Array(transcript.steps.clone());
+    // First pass: give every id-valued string a name in order of appearance.
+    collect_ids(&steps, false, &mut names, &mut next);
+    rewrite(&mut steps, &names, &transcript.secrets, None);
+    steps
+}
+
+fn collect_ids(value: &Value, is_id: bool, names: &mut BTreeMap<String, String>, next: &mut usize) {
+    match value {
+        Value::String(s) if is_id => {
+            names.entry(s.clone()).or_insert_with(|| {
+                let name = format!("<id:{next}>");
+                *next += 1;
+                name
+            });
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|v| collect_ids(v, is_id, names, next)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                collect_ids(v, ID_KEYS.contains(&k.as_str()), names, next);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn rewrite(
+    value: &mut Value,
+    names: &BTreeMap<String, String>,
+    secrets: &[String],
+    key: Option<&str>,
+) {
+    match value {
+        Value::Number(_) if key.is_some_and(|k| TIME_KEYS.contains(&k)) => {
+            *value = Value::String("<time>".into());
+        }
+        Value::String(s) => {
+            if key.is_some_and(|k| SECRET_KEYS.contains(&k))
+                || secrets
+                    .iter()
+                    .any(|x| !x.is_empty() && s.contains(x.as_str()))
+            {
+                *value = Value::String("<secret>".into());
+            } else if let Some(name) = names.get(s.as_str()) {
+                *value = Value::String(name.clone());
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| rewrite(v, names, secrets, key)),
+        Value::Object(map) => {
+            // Ids also appear as map keys (model requests by instance).
+            let renamed: serde_json::Map<String, Value> = std::mem::take(map)
+                .into_iter()
+                .map(|(k, mut v)| {
+                    rewrite(&mut v, names, secrets, Some(&k));
+                    (names.get(&k).cloned().unwrap_or(k), v)
+                })
+                .collect();
+            *map = renamed;
+        }
+        _ => {}
+    }
+}
+
+/// Compares (or records) one scenario's transcript under `dir` with insta.
+///
+/// insta decides what a mismatch does from `INSTA_UPDATE`: `no` (CI) fails
+/// without writing, the default writes `<name>.snap.new` for review,
+/// `always` accepts. Returns a description of the mismatch instead of
+/// panicking, so a run reports every snapshot, not the first.
+pub fn check(dir: &Path, result: &ScenarioResult) -> Result<(), String> {
+    let area_dir = dir.join(&result.area);
+    let name = result
+        .id
+        .split_once('/')
+        .map(|(_, n)| n)
+        .unwrap_or(&result.id)
+        .to_string();
+    let value = serde_json::json!({
+        "scenario": result.id,
+        "title": result.title,
+        "verdict": result.verdict.name(),
+        "steps": result.transcript,
+    });
+    let outcome = std::panic::catch_unwind(|| {
+        with_settings(&area_dir, &result.id, || {
+            insta::assert_yaml_snapshot!(name.as_str(), value);
+        })
+    });
+    outcome.map_err(|panic| {
+        let text = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "snapshot assertion failed".into());
+        format!("{}: {text}", result.id)
+    })
+}
+
+/// The one place snapshot settings are bound: path, no module prefix, no
+/// source expression (it would name this file, not the scenario).
+pub fn with_settings<R>(dir: &Path, scenario: &str, f: impl FnOnce() -> R) -> R {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(dir);
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.set_description(format!("scenario {scenario}"));
+    settings.set_sort_maps(true);
+    settings.bind(f)
+}

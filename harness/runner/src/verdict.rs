@@ -1,0 +1,164 @@
+//! Verdicts and the evidence behind them: what every reporter renders.
+
+use std::time::Duration;
+
+use delegation_model::{InvariantId, Tier};
+use serde::Serialize;
+use serde_json::Value;
+
+/// The verdict of one scenario against one host.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "verdict")]
+pub enum Verdict {
+    Pass,
+    /// An expectation failed or an invariant was violated; see the failures.
+    Fail,
+    /// The positive control did not pass, so this negative proves nothing.
+    Inconclusive {
+        control: String,
+        control_verdict: String,
+    },
+    /// The host lacks a capability the scenario needs.
+    Unsupported {
+        missing: Vec<String>,
+    },
+    /// Listed in the expectations file and it failed (or was unsupported) as listed.
+    KnownFailure {
+        reason: String,
+        /// A MUST-tier known failure is a known security violation, shown as such.
+        security: bool,
+    },
+    /// Listed as a known failure but it passed: the expectations file is out of date.
+    Stale {
+        reason: String,
+    },
+    /// The host crashed, timed out or broke the protocol; or the harness could not set up.
+    Error {
+        message: String,
+        stderr_tail: String,
+    },
+}
+
+impl Verdict {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Inconclusive { .. } => "inconclusive",
+            Verdict::Unsupported { .. } => "unsupported",
+            Verdict::KnownFailure { .. } => "known-failure",
+            Verdict::Stale { .. } => "stale",
+            Verdict::Error { .. } => "error",
+        }
+    }
+
+    /// Whether this verdict makes the run fail (exit code 1).
+    pub fn fails_run(&self) -> bool {
+        matches!(
+            self,
+            Verdict::Fail | Verdict::Stale { .. } | Verdict::Error { .. }
+        )
+    }
+}
+
+/// What kind of check failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A step's `expect` did not hold.
+    Expectation,
+    /// An invariant checker found a violation in the history.
+    Invariant,
+}
+
+/// One failed check, with everything a host maintainer needs to act on it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Failure {
+    pub kind: FailureKind,
+    /// The invariant(s) this failure is evidence against: the violated id, or
+    /// for an expectation the ids the scenario checks.
+    pub invariants: Vec<InvariantId>,
+    /// Step index, from 0.
+    pub step: usize,
+    /// Where in the scenario file: `steps[3].expect.delta.instances`, or the invariant id.
+    pub at: String,
+    pub expected: Value,
+    pub observed: Value,
+    pub message: String,
+    /// What the harness's observers saw during the step, the host's reply and its stderr tail.
+    pub evidence: Value,
+}
+
+/// The result of one scenario, as reporters receive it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioResult {
+    pub id: String,
+    pub area: String,
+    pub title: String,
+    pub tier: Tier,
+    pub checks: Vec<InvariantId>,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// What the verdict would have been without the expectations file or the control.
+    pub raw_verdict: String,
+    pub failures: Vec<Failure>,
+    pub steps_run: usize,
+    pub steps_total: usize,
+    #[serde(with = "millis")]
+    pub duration: Duration,
+    /// The normalised transcript (aliases for ids), for snapshots and the JSON report.
+    pub transcript: Value,
+}
+
+mod millis {
+    use std::time::Duration;
+
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+}
+
+/// Totals of a run, by verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub total: usize,
+    pub pass: usize,
+    pub fail: usize,
+    pub inconclusive: usize,
+    pub unsupported: usize,
+    pub known_failure: usize,
+    /// MUST-tier known failures: known security violations.
+    pub known_security_violations: usize,
+    pub stale: usize,
+    pub error: usize,
+    /// Scenarios selected but not run because the run was interrupted.
+    pub not_run: usize,
+}
+
+impl Summary {
+    pub fn from_results<'a>(results: impl IntoIterator<Item = &'a ScenarioResult>) -> Summary {
+        let mut s = Summary::default();
+        for r in results {
+            s.total += 1;
+            match &r.verdict {
+                Verdict::Pass => s.pass += 1,
+                Verdict::Fail => s.fail += 1,
+                Verdict::Inconclusive { .. } => s.inconclusive += 1,
+                Verdict::Unsupported { .. } => s.unsupported += 1,
+                Verdict::KnownFailure { security, .. } => {
+                    s.known_failure += 1;
+                    s.known_security_violations += *security as usize;
+                }
+                Verdict::Stale { .. } => s.stale += 1,
+                Verdict::Error { .. } => s.error += 1,
+            }
+        }
+        s
+    }
+
+    pub fn failed(&self) -> bool {
+        self.fail + self.stale + self.error > 0
+    }
+}

@@ -1,0 +1,68 @@
+//! The harness's own eyes, as the runner sees them: a per-scenario set of
+//! observers (model endpoint, MCP tool server, authorizer) behind one trait.
+//!
+//! The runner never talks to an observer directly: it takes a [`WorldMark`]
+//! before a step and asks for the [`Evidence`] since. That keeps the runner
+//! testable with a scripted world and lets the observers evolve on their own.
+
+use async_trait::async_trait;
+use delegation_model::{Evidence, WorldChange};
+use delegation_protocol::McpServer;
+use serde_json::Value;
+
+use crate::scenario::{AuthorizerStep, ModelEndpointStep, Setup, ToolServerStep};
+
+/// Where a world's observers listen; becomes the host's `initialize` environment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Endpoints {
+    pub model_endpoint: String,
+    pub mcp_servers: Vec<McpServer>,
+    pub authorizer: Option<String>,
+}
+
+/// A position in every observer's log; evidence is always "since a mark".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorldMark {
+    pub model: usize,
+    pub tools: usize,
+    pub authorizer: usize,
+}
+
+/// A change a scenario step makes outside the host.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorldStep {
+    ToolServer(ToolServerStep),
+    Authorizer(AuthorizerStep),
+    ModelEndpoint(ModelEndpointStep),
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("observer `{observer}`: {message}")]
+pub struct WorldError {
+    /// `model-endpoint`, `tool-server` or `authorizer`.
+    pub observer: &'static str,
+    pub message: String,
+}
+
+/// The observers of one scenario run. Fresh per scenario: evidence never leaks between scenarios.
+#[async_trait]
+pub trait World: Send + Sync {
+    fn endpoints(&self) -> Endpoints;
+    fn mark(&self) -> WorldMark;
+    fn evidence_since(&self, mark: &WorldMark) -> Evidence;
+    /// Applies an observer-side change; returns a description for people
+    /// and, where an invariant checker needs it, the structured change.
+    async fn apply(
+        &mut self,
+        step: &WorldStep,
+    ) -> Result<(String, Option<WorldChange>), WorldError>;
+    /// The last requests the observers saw since `mark`, as evidence for a failed check.
+    fn recent_since(&self, mark: &WorldMark) -> Vec<Value>;
+    async fn shutdown(&mut self);
+}
+
+/// Starts a fresh [`World`] for each scenario from its `setup`.
+#[async_trait]
+pub trait WorldFactory: Send + Sync {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError>;
+}
