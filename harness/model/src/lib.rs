@@ -12,6 +12,7 @@ pub mod path;
 pub mod state;
 pub mod vocabulary;
 pub mod wire;
+pub mod world;
 
 pub use authority::{
     ActionClass, AdmissionError, ApprovalPolicy, Authority, AuthorityRequest, Axis, PolicyVerdict,

@@ -1188,19 +1188,25 @@ impl HostState {
 
     /// A wait never calls the model. Turns run to completion inside their
     /// action, so an instance that is not running has already produced its
-    /// event; a running one has nothing pending and wakes at the deadline.
+    /// event. A running one has nothing pending: it wakes at its deadline
+    /// once the harness's clock has reached it, and before that the wait
+    /// returns with no wake, since only the harness can move time.
     pub fn wait(&self, id: &str, deadline: Millis) -> ActionResult {
         let Some(inst) = self.instances.get(id) else {
             return Denial::new(DenyReason::InstanceUnknown, format!("no instance `{id}`")).into();
         };
         let mut r = ActionResult::ok();
         r.instance = Some(id.into());
-        r.woke = Some(if inst.state != LifecycleState::Running {
-            WakeReason::Event
+        if inst.state != LifecycleState::Running {
+            r.woke = Some(WakeReason::Event);
+        } else if self.now >= deadline {
+            r.woke = Some(WakeReason::Deadline);
         } else {
-            let _ = deadline;
-            WakeReason::Deadline
-        });
+            r.detail = Some(format!(
+                "nothing pending and the clock ({}) is before the deadline ({deadline})",
+                self.now
+            ));
+        }
         r
     }
 

@@ -1,0 +1,471 @@
+//! A simulated world around the state machine: the model's own host, with simulated observers.
+//!
+//! It plays the reference host's sequence (admission, authorizer, commit,
+//! the child's first turn; turn, reply, tool call or spawn) against an
+//! in-memory journal, a scripted model, a mutable tool list and a scripted
+//! authorizer, and records the history the invariant checkers read, with the
+//! evidence an honest observer would have seen. It is the oracle for property
+//! tests and differential fuzzing: same inputs, same history.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::digest::ToolDefinition;
+use crate::state::{AuthorizerAnswer, HostState, LiveTools, MemoryJournal, ToolPlan};
+use crate::wire::*;
+
+/// What the simulated model answers to an input containing a marker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SimReply {
+    Message(String),
+    ToolCall { tool: String, arguments: Value },
+    Spawn(SpawnRequest),
+    Fail,
+}
+
+/// A change the harness makes to the world between actions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SimChange {
+    /// Change a tool's definition behind the same name; optionally announce it.
+    ChangeTool {
+        name: String,
+        definition: Value,
+        announce: bool,
+    },
+    RemoveTool {
+        name: String,
+        announce: bool,
+    },
+    /// Script the authorizer's next answers.
+    Authorizer(AuthorizerAnswer),
+}
+
+pub struct World {
+    pub state: HostState,
+    pub journal: MemoryJournal,
+    pub tools: BTreeMap<String, Value>,
+    pub replies: Vec<(String, SimReply)>,
+    pub authorizer: AuthorizerAnswer,
+    pub history: Vec<HistoryEntry>,
+    list_changed_pending: bool,
+    evidence: Evidence,
+    crashed: bool,
+}
+
+impl World {
+    pub fn new(tools: Vec<Value>, replies: Vec<(String, SimReply)>) -> World {
+        World {
+            state: HostState::new("world-seal-key".into()),
+            journal: MemoryJournal::default(),
+            tools: tools
+                .into_iter()
+                .filter_map(|t| Some((t.get("name")?.as_str()?.to_string(), t)))
+                .collect(),
+            replies,
+            authorizer: AuthorizerAnswer::Unavailable("no authorizer scripted".into()),
+            history: Vec::new(),
+            list_changed_pending: false,
+            evidence: Evidence::default(),
+            crashed: false,
+        }
+    }
+
+    fn live(&mut self) -> LiveTools {
+        if std::mem::take(&mut self.list_changed_pending) {
+            let _ = self.state.tool_list_changed(&mut self.journal);
+        }
+        self.tools
+            .values()
+            .filter_map(|t| ToolDefinition::from_value(t.clone()).ok())
+            .map(|d| (d.name.clone(), d))
+            .collect()
+    }
+
+    /// Applies one change to the simulated observers and records it.
+    pub fn change(&mut self, change: SimChange) {
+        let description = format!("{change:?}");
+        let mut recorded = Vec::new();
+        match change {
+            SimChange::ChangeTool {
+                name,
+                definition,
+                announce,
+            } => {
+                let digest = ToolDefinition::from_value(definition.clone())
+                    .map(|d| d.digest)
+                    .unwrap_or_default();
+                let description_only = self.tools.get(&name).is_some_and(|old| {
+                    let mut a = old.clone();
+                    let mut b = definition.clone();
+                    a["description"] = Value::Null;
+                    b["description"] = Value::Null;
+                    a == b
+                });
+                recorded.push(Some(WorldChange::ToolRedefined {
+                    tool: name.clone(),
+                    digest,
+                    description_only,
+                }));
+                self.tools.insert(name, definition);
+                self.list_changed_pending |= announce;
+            }
+            SimChange::RemoveTool { name, announce } => {
+                recorded.push(Some(WorldChange::ToolRemoved { tool: name.clone() }));
+                self.tools.remove(&name);
+                self.list_changed_pending |= announce;
+            }
+            SimChange::Authorizer(answer) => self.authorizer = answer,
+        }
+        if self.list_changed_pending {
+            recorded.push(Some(WorldChange::ToolListChanged));
+        }
+        if recorded.is_empty() {
+            recorded.push(None);
+        }
+        for change in recorded {
+            self.history.push(HistoryEntry {
+                step: self.history.len(),
+                kind: StepKind::World {
+                    description: description.clone(),
+                    change,
+                },
+                evidence: Evidence::default(),
+                observed: Some(self.state.observe()),
+            });
+        }
+    }
+
+    /// A restart: the state is rebuilt from what the journal committed.
+    pub fn restart(&mut self) {
+        let rows = self.journal.rows();
+        self.state = HostState::restore(&rows).expect("the model's own journal restores");
+        self.crashed = false;
+        self.history.push(HistoryEntry {
+            step: self.history.len(),
+            kind: StepKind::Restart,
+            evidence: Evidence::default(),
+            observed: Some(self.state.observe()),
+        });
+    }
+
+    /// Applies one action as the reference host would, and records the entry.
+    pub fn apply(&mut self, action: &Action) -> &HistoryEntry {
+        self.evidence = Evidence::default();
+        // A crashed host answers nothing until it is restarted.
+        let result = if self.crashed {
+            Err("host crashed".to_string())
+        } else {
+            let r = self.perform(action);
+            if self.crashed {
+                Err("host crashed".to_string())
+            } else {
+                Ok(r)
+            }
+        };
+        let evidence = std::mem::take(&mut self.evidence);
+        self.history.push(HistoryEntry {
+            step: self.history.len(),
+            kind: StepKind::Action {
+                action: action.clone(),
+                result,
+            },
+            evidence,
+            observed: Some(self.state.observe()),
+        });
+        self.history.last().expect("just pushed")
+    }
+
+    fn perform(&mut self, action: &Action) -> ActionResult {
+        let live = self.live();
+        let j = &mut self.journal;
+        match action {
+            Action::Configure(c) => self.state.configure(j, c.clone()),
+            Action::Start(req) => self.state.start(j, req, &live),
+            Action::Delegate { parent, request } => self.delegate(parent, request, None, &live),
+            Action::PrepareReceipt {
+                parent,
+                call_id,
+                request,
+                ttl_ms,
+            } => self
+                .state
+                .prepare_receipt(j, parent, call_id, request, *ttl_ms, &live),
+            Action::ConsumeReceipt {
+                receipt,
+                parent,
+                request,
+            } => self.delegate(parent, request, Some(receipt), &live),
+            Action::RevokeReceipt { receipt } => self.state.revoke_receipt(j, receipt),
+            Action::Turn { instance, input } => self.turn(instance, input, &live),
+            Action::ToolCall {
+                instance,
+                tool,
+                arguments,
+            } => {
+                let plan = self
+                    .state
+                    .plan_tool_call(j, instance, tool, arguments, &live);
+                self.run_plan(tool, plan)
+            }
+            Action::Close { instance } => self.state.end(j, instance, LifecycleState::Closed),
+            Action::Cancel { instance } => self.state.end(j, instance, LifecycleState::Cancelled),
+            Action::Fail { instance } => self.state.end(j, instance, LifecycleState::Failed),
+            Action::Resume { instance } => self.state.resume(j, instance),
+            Action::Fork { instance } => self.state.fork(j, instance),
+            Action::Wait { instance, deadline } => self.state.wait(instance, *deadline),
+            Action::DeliverEvent {
+                event,
+                instance,
+                kind,
+            } => self.state.deliver_event(j, event, instance, kind),
+            Action::Answer { request, decision } => {
+                let tool = self
+                    .state
+                    .approvals
+                    .get(request)
+                    .map(|a| a.approval.tool.clone())
+                    .unwrap_or_default();
+                let plan = self.state.answer(j, request, *decision, &live);
+                self.run_plan(&tool, plan)
+            }
+            Action::SetAutoApprove { enabled } => self.state.set_auto_approve(j, *enabled),
+            Action::RevokeGrant { grant } => self.state.revoke_grant(grant),
+            Action::IssueCapability {
+                task,
+                agent,
+                tools,
+                expires_at,
+                secret,
+            } => self
+                .state
+                .issue_capability(j, task, agent, tools, *expires_at, secret.as_deref()),
+            Action::CapabilityCall {
+                secret,
+                task,
+                agent,
+                tool,
+                arguments,
+                call_id,
+            } => {
+                let (plan, key) = self.state.plan_capability_call(
+                    secret,
+                    task,
+                    agent,
+                    tool,
+                    arguments,
+                    call_id.as_deref(),
+                    &live,
+                );
+                let r = self.run_plan(tool, plan);
+                if let (Some(key), Some(report)) = (key, &r.tool_call)
+                    && report.outcome == ToolCallOutcome::Executed
+                {
+                    let _ = self.state.capability_finished(
+                        &mut self.journal,
+                        &key,
+                        report.result.as_deref().unwrap_or_default(),
+                    );
+                    self.state.take_fault(FaultPoint::EventDeliver);
+                }
+                r
+            }
+            Action::RevokeCapability { capability } => self.state.revoke_capability(j, capability),
+            Action::SetClock { now } => self.state.set_clock(j, *now),
+            Action::ArmFault { point, times } => self.state.arm_fault(*point, *times),
+            Action::ClearFault { point } => self.state.clear_fault(*point),
+            Action::Observe => {
+                let mut r = ActionResult::ok();
+                r.observed = Some(self.state.observe());
+                r
+            }
+        }
+    }
+
+    fn run_plan(&mut self, tool: &str, plan: ToolPlan) -> ActionResult {
+        let report = |outcome, reason, approval, result| ToolCallReport {
+            tool: tool.to_string(),
+            outcome,
+            reason,
+            approval,
+            result,
+        };
+        match plan {
+            ToolPlan::Execute {
+                tool: t,
+                arguments,
+                approval,
+            } => {
+                self.evidence.handler_calls.push(HandlerCall {
+                    tool: t.clone(),
+                    arguments,
+                });
+                let mut r = ActionResult::ok();
+                r.tool_call = Some(report(
+                    ToolCallOutcome::Executed,
+                    None,
+                    approval,
+                    Some(format!("{t} ran")),
+                ));
+                r
+            }
+            ToolPlan::Pending { approval } => {
+                let mut r = ActionResult::ok();
+                r.tool_call = Some(report(
+                    ToolCallOutcome::PendingApproval,
+                    None,
+                    Some(approval),
+                    None,
+                ));
+                r
+            }
+            ToolPlan::Denied(d) => {
+                let mut r = ActionResult::denied(d.reason, d.detail);
+                r.tool_call = Some(report(ToolCallOutcome::Denied, Some(d.reason), None, None));
+                r
+            }
+            ToolPlan::Crash => {
+                self.crashed = true;
+                ActionResult::denied(
+                    crate::DenyReason::StoreWriteFailed,
+                    "host crashed before dispatch",
+                )
+            }
+        }
+    }
+
+    fn delegate(
+        &mut self,
+        parent: &str,
+        request: &SpawnRequest,
+        receipt: Option<&Value>,
+        live: &LiveTools,
+    ) -> ActionResult {
+        let transition = if receipt.is_some() {
+            "consume"
+        } else {
+            "delegate"
+        };
+        let j = &mut self.journal;
+        let admitted = match receipt {
+            Some(r) => self.state.admit_receipt(j, r, parent, request, live),
+            None => self.state.admit_delegation(parent, request, live),
+        };
+        let admission = match admitted {
+            Ok(a) => a,
+            Err(d) => {
+                return self
+                    .state
+                    .deny_delegation(j, transition, parent, request, d);
+            }
+        };
+        let (admission, authorization) = if self.state.config.authorizer_required {
+            let answer = if self.state.take_fault(FaultPoint::AuthorizerCall) {
+                AuthorizerAnswer::Unavailable("fault armed".into())
+            } else {
+                self.evidence.authorizer_calls += 1;
+                self.authorizer.clone()
+            };
+            match self.state.apply_authorizer(admission, &answer) {
+                Ok((a, rid)) => (a, Some(rid)),
+                Err(d) => {
+                    return self
+                        .state
+                        .deny_delegation(j, transition, parent, request, d);
+                }
+            }
+        } else {
+            (admission, None)
+        };
+        let (child, effective) = match self.state.commit_child(j, admission, authorization) {
+            Ok(c) => c,
+            Err(d) => {
+                return self
+                    .state
+                    .deny_delegation(j, transition, parent, request, d);
+            }
+        };
+        let first = self.turn(&child, &request.task, live);
+        let mut result = ActionResult::ok();
+        result.instance = Some(child);
+        result.effective = Some(effective);
+        result.turn = first.turn;
+        result
+    }
+
+    fn turn(&mut self, instance: &str, input: &str, live: &LiveTools) -> ActionResult {
+        if let Err(d) = self.state.begin_turn(&mut self.journal, instance) {
+            return d.into();
+        }
+        *self
+            .evidence
+            .model_requests
+            .entry(instance.to_string())
+            .or_default() += 1;
+        let visible = self.state.model_visible_tools(instance, live);
+        self.evidence.model_visible_tools.insert(
+            instance.to_string(),
+            visible
+                .iter()
+                .filter_map(|t| ToolDefinition::from_value(t.clone()).ok())
+                .map(|d| d.digest)
+                .collect(),
+        );
+        let reply = self
+            .replies
+            .iter()
+            .find(|(marker, _)| input.contains(marker.as_str()))
+            .map(|(_, r)| r.clone())
+            .unwrap_or(SimReply::Message("ok".into()));
+        let mut result = match reply {
+            SimReply::Message(text) => {
+                let mut r = ActionResult::ok();
+                r.turn = Some(TurnReport::Message { text });
+                r
+            }
+            SimReply::Fail => {
+                let _ = self
+                    .state
+                    .transition(&mut self.journal, instance, LifecycleState::Failed);
+                let mut r = ActionResult::ok();
+                r.turn = Some(TurnReport::ModelFailed {
+                    detail: "model endpoint failed".into(),
+                });
+                r
+            }
+            SimReply::ToolCall { tool, arguments } => {
+                let plan =
+                    self.state
+                        .plan_tool_call(&mut self.journal, instance, &tool, &arguments, live);
+                let mut r = self.run_plan(&tool, plan);
+                r.outcome = Outcome::Ok;
+                r.reason = None;
+                r.turn = Some(TurnReport::ToolCall { tool });
+                r
+            }
+            SimReply::Spawn(request) => {
+                let spawned = self.delegate(instance, &request, None, live);
+                let mut r = ActionResult::ok();
+                r.turn = Some(TurnReport::Spawn {
+                    spawn: Box::new(spawned),
+                });
+                r
+            }
+        };
+        if let Err(d) = self.state.finish_turn(&mut self.journal, instance) {
+            result.detail = Some(d.detail);
+        }
+        result.instance = Some(instance.into());
+        result
+    }
+}
+
+/// A small tool definition for tests and fuzzing: `name`, with the given class annotation.
+pub fn sample_tool(name: &str, class: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("{name} for tests"),
+        "inputSchema": {"type": "object"},
+        "annotations": {"x-delegation-class": class},
+    })
+}
