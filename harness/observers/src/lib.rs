@@ -19,6 +19,7 @@ pub use model_endpoint::{
     ModelEndpoint, ModelEndpointConfig, ModelEvidence, ModelMatch, ModelReply, ModelRule,
     RecordedModelRequest, WireFormat,
 };
+pub use tool_server::{ToolServer, ToolServerError, ToolSpec};
 
 /// Why an observer could not start or could not accept a script.
 #[derive(Debug, thiserror::Error)]
