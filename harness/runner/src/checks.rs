@@ -1,31 +1,19 @@
 //! The seam between the runner and the model's invariant checkers, plus the
 //! checks only the runner can make (the canary search of TC4).
 
+pub use delegation_model::invariants::Violation;
 use delegation_model::{HistoryEntry, InvariantId};
-use serde::Serialize;
 use serde_json::Value;
 
-/// One invariant violation found in a history.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Violation {
-    pub id: InvariantId,
-    pub step: usize,
-    pub message: String,
-    pub evidence: Value,
-}
-
-/// Runs the model's checkers for `ids` over the whole history.
-///
-/// The one place the runner calls into `delegation_model::invariants`; while
-/// the checkers are being written this returns the runner's own findings
-/// only (see [`canary_hits`]), which the report states.
+/// Runs the model's checkers for `ids` over the whole history: the one
+/// place the runner calls into `delegation_model::invariants`, where each
+/// invariant is defined.
 pub fn check_invariants(ids: &[InvariantId], history: &[HistoryEntry]) -> Vec<Violation> {
-    let _ = (ids, history);
-    Vec::new()
+    delegation_model::invariants::check_ids(ids, history)
 }
 
 /// Whether the model's checkers are wired in; reports say so when they are not.
-pub const MODEL_CHECKERS_WIRED: bool = false;
+pub const MODEL_CHECKERS_WIRED: bool = true;
 
 /// Every place a canary secret appears in a host reply or observed state of
 /// `entry`, as JSON paths. A capability secret the harness chose must never

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
-use crate::scenario::{AliasKind, Expect, LATEST_PENDING, Scenario, Setup, StepAction};
+use crate::scenario::{AliasKind, Expect, LATEST_PENDING, Scenario, StepAction};
 use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
 
@@ -160,15 +160,7 @@ pub async fn execute(
             );
         }
     };
-    let (host, init) = match start_host(
-        launcher,
-        store.path(),
-        world.as_ref(),
-        &scenario.setup,
-        options,
-    )
-    .await
-    {
+    let (host, init) = match start_host(launcher, store.path(), world.as_ref(), options).await {
         Ok(pair) => pair,
         Err((message, tail)) => {
             world.shutdown().await;
@@ -226,7 +218,6 @@ async fn start_host(
     launcher: &dyn HostLauncher,
     store: &Path,
     world: &dyn World,
-    setup: &Setup,
     options: &ExecOptions,
 ) -> Result<(Box<dyn Host>, InitializeResult), (String, String)> {
     let mut host = match tokio::time::timeout(options.step_deadline, launcher.launch(store)).await {
@@ -248,7 +239,7 @@ async fn start_host(
         environment: Environment {
             model_endpoint: endpoints.model_endpoint,
             mcp_servers: endpoints.mcp_servers,
-            authorizer: setup.authorizer.as_ref().and(endpoints.authorizer),
+            authorizer: endpoints.authorizer,
             store_dir: store.display().to_string(),
             clock: "harness".into(),
         },
@@ -368,15 +359,10 @@ impl Run<'_> {
         let (kind, result) = match &step.action {
             StepAction::Restart(_) => {
                 let _ = self.host.shutdown().await;
-                let (host, init) = start_host(
-                    self.launcher,
-                    self.store,
-                    self.world.as_ref(),
-                    &self.scenario.setup,
-                    self.options,
-                )
-                .await
-                .map_err(|(m, tail)| HostFault::Broken(format!("restart: {m}\n{tail}")))?;
+                let (host, init) =
+                    start_host(self.launcher, self.store, self.world.as_ref(), self.options)
+                        .await
+                        .map_err(|(m, tail)| HostFault::Broken(format!("restart: {m}\n{tail}")))?;
                 self.host = host;
                 self.capabilities = init.capabilities;
                 self.configure().await?;

@@ -10,8 +10,8 @@ pub mod catalogue;
 pub mod checks;
 pub mod events;
 pub mod execute;
-pub mod exit_code;
 pub mod expectations;
+pub mod observers;
 pub mod report;
 pub mod run;
 pub mod scenario;
@@ -23,7 +23,11 @@ pub use catalogue::{Catalogue, CatalogueError, Filter};
 pub use events::{EventSink, RunEvent};
 pub use execute::ExecOptions;
 pub use expectations::Expectations;
+pub use observers::ObserverWorlds;
 pub use run::{RunOptions, RunReport, run};
 pub use scenario::{Scenario, ScenarioError};
 pub use verdict::{Failure, ScenarioResult, Summary, Verdict};
 pub use world::{World, WorldFactory};
+
+/// The documented exit codes, from the protocol crate so hosts' authors find them in one place.
+pub use delegation_protocol::exit_code;

@@ -21,26 +21,13 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-/// A tool the harness's MCP server serves: its raw definition (hashed as the
-/// host receives it) and the text its handler answers.
-///
-/// Kept as plain data here rather than the observers' own type so the scenario
-/// format (and its committed schema) does not move when an observer's
-/// internals do; the world converts it when it starts the tool server.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ToolSpec {
-    /// The MCP tool definition exactly as served (`name`, `description`, `inputSchema`, ...).
-    pub definition: Value,
-    /// What the handler answers when called.
-    #[serde(default)]
-    pub result: String,
-}
+/// A tool the harness's MCP server serves: the tool server's own scenario type.
+pub use delegation_observers::tool_server::ToolSpec;
 
-/// One scripted reply of the fake model endpoint. Its shape is the model
-/// endpoint's rule format (`{when: {...}, reply: {...}, delay_ms}`), checked
-/// by the model endpoint when a scenario starts.
-pub type ModelRuleSpec = Value;
+/// One scripted reply of the fake model endpoint (`{when: {...}, reply: {...}, delay_ms}`):
+/// the model endpoint's own scenario type. `when.instance` and `attribute_to`
+/// are host ids, not aliases: match on `role` or `input_contains` instead.
+pub type ModelRuleSpec = delegation_observers::ModelRule;
 
 /// How the harness's external authorizer answers (`{"reply": "deny"}`,
 /// `{"reply": "allow_narrowed", "constraint": {...}}`, ...): the model's own
@@ -751,6 +738,17 @@ impl Scenario {
                     ),
                 ));
             }
+        }
+        if self.setup.authorizer.is_none()
+            && let Some(i) = self
+                .steps
+                .iter()
+                .position(|s| matches!(s.action, StepAction::Authorizer(_)))
+        {
+            return Err(invalid(
+                format!("steps[{i}].authorizer"),
+                "this step scripts the external authorizer, but `setup.authorizer` starts none: add e.g. \"authorizer\": {\"reply\": \"allow\"} to `setup`".into(),
+            ));
         }
         if self.steps.is_empty() {
             return Err(invalid(

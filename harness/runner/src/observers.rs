@@ -1,0 +1,270 @@
+//! The real [`World`]: the harness's own model endpoint, MCP tool server and
+//! authorizer from `delegation_observers`, fresh for every scenario.
+
+use async_trait::async_trait;
+use delegation_model::{AuthorizerBehaviour, Evidence, WorldChange};
+use delegation_observers::tool_server::ToolServer;
+use delegation_observers::{Authorizer, AuthorizerMode, ModelEndpoint};
+use delegation_protocol::McpServer;
+use serde_json::Value;
+
+use crate::scenario::{ModelEndpointStep, Setup, ToolServerStep};
+use crate::world::{Endpoints, World, WorldError, WorldFactory, WorldMark, WorldStep};
+
+/// The name the harness's MCP server has in the host's environment.
+pub const MCP_SERVER_NAME: &str = "harness";
+
+/// How many of the latest observer records a failure's evidence carries.
+const RECENT: usize = 5;
+
+/// Starts the real observers for each scenario.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ObserverWorlds;
+
+struct ObserverWorld {
+    model: ModelEndpoint,
+    tools: Option<ToolServer>,
+    authorizer: Option<Authorizer>,
+}
+
+/// The observers' authorizer mode for the model's vocabulary of authorizer behaviour.
+pub fn authorizer_mode(behaviour: &AuthorizerBehaviour) -> AuthorizerMode {
+    match behaviour {
+        AuthorizerBehaviour::Allow => AuthorizerMode::Allow { constraints: None },
+        AuthorizerBehaviour::AllowNarrowed { constraint } => AuthorizerMode::Allow {
+            constraints: Some(constraint.clone()),
+        },
+        AuthorizerBehaviour::Deny => AuthorizerMode::Deny {
+            reason: "denied by the scenario's script".into(),
+        },
+        AuthorizerBehaviour::Timeout => AuthorizerMode::Timeout,
+        AuthorizerBehaviour::Unavailable => AuthorizerMode::Unavailable,
+        AuthorizerBehaviour::Malformed => AuthorizerMode::Malformed,
+        AuthorizerBehaviour::UnsupportedVersion => AuthorizerMode::UnsupportedVersion,
+        AuthorizerBehaviour::AllowWidening => AuthorizerMode::Widening,
+        AuthorizerBehaviour::ReplayedReceipt => AuthorizerMode::Replay,
+        AuthorizerBehaviour::ExpiredReceipt => AuthorizerMode::Expired,
+        AuthorizerBehaviour::MismatchedReceipt => AuthorizerMode::Mismatched,
+        AuthorizerBehaviour::LateAllow => AuthorizerMode::LateAllow,
+    }
+}
+
+fn err(observer: &'static str, e: impl std::fmt::Display) -> WorldError {
+    WorldError {
+        observer,
+        message: e.to_string(),
+    }
+}
+
+#[async_trait]
+impl WorldFactory for ObserverWorlds {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError> {
+        let model = ModelEndpoint::start(setup.model.clone())
+            .await
+            .map_err(|e| err("model-endpoint", e))?;
+        // Always serve tools, even none: a scenario may add one later, and the
+        // host must have the server in its environment from `initialize` on.
+        let tools = ToolServer::start(setup.tools.clone())
+            .await
+            .map_err(|e| err("tool-server", e))?;
+        let authorizer = match &setup.authorizer {
+            Some(behaviour) => Some(
+                Authorizer::start(authorizer_mode(behaviour))
+                    .await
+                    .map_err(|e| err("authorizer", e))?,
+            ),
+            None => None,
+        };
+        Ok(Box::new(ObserverWorld {
+            model,
+            tools: Some(tools),
+            authorizer,
+        }))
+    }
+}
+
+impl ObserverWorld {
+    fn tools(&self) -> Result<&ToolServer, WorldError> {
+        self.tools
+            .as_ref()
+            .ok_or_else(|| err("tool-server", "already shut down"))
+    }
+}
+
+#[async_trait]
+impl World for ObserverWorld {
+    fn endpoints(&self) -> Endpoints {
+        Endpoints {
+            model_endpoint: self.model.url(),
+            mcp_servers: self
+                .tools
+                .iter()
+                .map(|t| McpServer {
+                    name: MCP_SERVER_NAME.into(),
+                    url: t.url(),
+                })
+                .collect(),
+            authorizer: self.authorizer.as_ref().map(|a| a.url()),
+        }
+    }
+
+    fn mark(&self) -> WorldMark {
+        WorldMark {
+            model: self.model.mark(),
+            tools: self.tools.as_ref().map_or(0, |t| t.mark()),
+            authorizer: self.authorizer.as_ref().map_or(0, |a| a.mark()),
+        }
+    }
+
+    fn evidence_since(&self, mark: &WorldMark) -> Evidence {
+        let mut evidence = Evidence::default();
+        self.model.evidence_since(mark.model).add_to(&mut evidence);
+        evidence.handler_calls = self
+            .tools
+            .as_ref()
+            .map(|t| t.handler_calls_since(mark.tools))
+            .unwrap_or_default();
+        evidence.authorizer_calls = self
+            .authorizer
+            .as_ref()
+            .map_or(0, |a| a.count_since(mark.authorizer));
+        evidence
+    }
+
+    async fn apply(
+        &mut self,
+        step: &WorldStep,
+    ) -> Result<(String, Option<WorldChange>), WorldError> {
+        match step {
+            WorldStep::ToolServer(change) => {
+                let tools = self.tools()?;
+                match change {
+                    ToolServerStep::Change { name, definition } => {
+                        let before = tools
+                            .definitions()
+                            .into_iter()
+                            .find(|d| d.get("name").and_then(Value::as_str) == Some(name));
+                        let digest = delegation_model::digest::digest_value(definition)
+                            .map_err(|e| err("tool-server", e))?;
+                        tools
+                            .change_definition(name, definition.clone())
+                            .map_err(|e| err("tool-server", e))?;
+                        let description_only = before.is_some_and(|b| {
+                            let strip = |v: &Value| {
+                                let mut v = v.clone();
+                                v.as_object_mut().map(|o| o.remove("description"));
+                                v
+                            };
+                            strip(&b) == strip(definition) && &b != definition
+                        });
+                        Ok((
+                            format!(
+                                "tool `{name}` redefined{}",
+                                if description_only {
+                                    " (description only)"
+                                } else {
+                                    ""
+                                }
+                            ),
+                            Some(WorldChange::ToolRedefined {
+                                tool: name.clone(),
+                                digest,
+                                description_only,
+                            }),
+                        ))
+                    }
+                    ToolServerStep::Remove(name) => {
+                        tools.remove(name).map_err(|e| err("tool-server", e))?;
+                        Ok((
+                            format!("tool `{name}` removed"),
+                            Some(WorldChange::ToolRemoved { tool: name.clone() }),
+                        ))
+                    }
+                    ToolServerStep::Add(spec) => {
+                        let name = spec
+                            .definition
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_string();
+                        tools.add(spec.clone()).map_err(|e| err("tool-server", e))?;
+                        Ok((format!("tool `{name}` added"), None))
+                    }
+                    ToolServerStep::NotifyListChanged(_) => {
+                        let sessions = tools.notify_list_changed().await;
+                        Ok((
+                            format!("tools/list_changed sent to {sessions} session(s)"),
+                            Some(WorldChange::ToolListChanged),
+                        ))
+                    }
+                }
+            }
+            WorldStep::Authorizer(step) => {
+                let authorizer = self.authorizer.as_ref().ok_or_else(|| {
+                    err(
+                        "authorizer",
+                        "this scenario scripts the authorizer but its setup starts none: add `setup.authorizer`",
+                    )
+                })?;
+                authorizer.set_mode(authorizer_mode(&step.mode));
+                Ok((
+                    format!(
+                        "authorizer now answers {}",
+                        serde_json::to_string(&step.mode).unwrap_or_default()
+                    ),
+                    Some(WorldChange::AuthorizerScripted {
+                        behaviour: step.mode.clone(),
+                    }),
+                ))
+            }
+            WorldStep::ModelEndpoint(ModelEndpointStep::Rules(rules)) => {
+                self.model
+                    .set_rules(rules.clone())
+                    .map_err(|e| err("model-endpoint", e))?;
+                Ok((
+                    format!("model endpoint re-scripted ({} rules)", rules.len()),
+                    None,
+                ))
+            }
+            WorldStep::ModelEndpoint(ModelEndpointStep::Failing(status)) => {
+                self.model
+                    .set_failing(*status)
+                    .map_err(|e| err("model-endpoint", e))?;
+                Ok((
+                    match status {
+                        Some(s) => format!("model endpoint now fails with HTTP {s}"),
+                        None => "model endpoint healed".into(),
+                    },
+                    None,
+                ))
+            }
+        }
+    }
+
+    fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {
+        let mut recent: Vec<Value> = self
+            .model
+            .requests_since(mark.model)
+            .into_iter()
+            .rev()
+            .take(RECENT)
+            .map(|r| serde_json::json!({ "model_request": r }))
+            .collect();
+        if let Some(a) = &self.authorizer {
+            recent.extend(
+                a.calls_since(mark.authorizer)
+                    .into_iter()
+                    .rev()
+                    .take(RECENT)
+                    .map(|c| serde_json::json!({ "authorizer_call": c })),
+            );
+        }
+        recent
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(tools) = self.tools.take() {
+            tools.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The scenario file format: parse errors name the file, the JSON path and
+//! what would be right; semantic checks; the committed JSON Schema is current.
+
+use std::path::{Path, PathBuf};
+
+use delegation_runner::catalogue::Catalogue;
+use delegation_runner::scenario::{Scenario, ScenarioError, StepAction, schema};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalogue")
+}
+
+fn fixture_text() -> String {
+    std::fs::read_to_string(fixtures().join("zc/001-network-above-ceiling.json")).unwrap()
+}
+
+/// Applies `edit` to the fixture's JSON and parses the result.
+fn parse_edited(edit: impl FnOnce(&mut serde_json::Value)) -> Result<Scenario, ScenarioError> {
+    let mut value: serde_json::Value = serde_json::from_str(&fixture_text()).unwrap();
+    edit(&mut value);
+    let file = Path::new("scenarios/zc/001-network-above-ceiling.json");
+    let scenario = Scenario::parse(&value.to_string(), file)?;
+    scenario.validate(file)?;
+    Ok(scenario)
+}
+
+fn err_text(r: Result<Scenario, ScenarioError>) -> String {
+    r.expect_err("the edited scenario must be refused")
+        .to_string()
+}
+
+#[test]
+fn the_fixture_loads_with_its_steps_in_order() {
+    let catalogue = Catalogue::load(&fixtures()).unwrap();
+    assert_eq!(catalogue.scenarios.len(), 1);
+    let s = &catalogue.scenarios[0];
+    assert_eq!(s.area(), "zc");
+    assert_eq!(s.name(), "001-network-above-ceiling");
+    let keys: Vec<&str> = s.steps.iter().map(|st| st.action.key()).collect();
+    assert_eq!(keys, ["start", "delegate", "restart", "observe"]);
+    assert!(matches!(&s.steps[1].action, StepAction::Delegate(d) if d.parent == "root"));
+}
+
+#[test]
+fn a_wrong_type_names_file_json_path_and_expectation() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["expect"]["delta"]["instances"] = "none".into();
+    }));
+    assert!(
+        text.contains("scenarios/zc/001-network-above-ceiling.json"),
+        "{text}"
+    );
+    assert!(text.contains("steps[1].expect.delta.instances"), "{text}");
+    assert!(text.contains("expected i64"), "{text}");
+}
+
+#[test]
+fn an_unknown_expectation_field_lists_the_known_ones() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["expect"]["delta"]["instance"] = 0.into();
+    }));
+    assert!(text.contains("steps[1].expect.delta"), "{text}");
+    assert!(text.contains("unknown field `instance`"), "{text}");
+    assert!(text.contains("`instances`"), "{text}");
+}
+
+#[test]
+fn an_unknown_step_key_lists_the_actions() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][2] = serde_json::json!({ "reboot": {} });
+    }));
+    assert!(text.contains("steps[2]"), "{text}");
+    assert!(text.contains("unknown step key `reboot`"), "{text}");
+    assert!(text.contains("restart"), "{text}");
+}
+
+#[test]
+fn a_step_with_two_actions_is_refused() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][2] = serde_json::json!({ "restart": {}, "observe": {} });
+    }));
+    assert!(text.contains("exactly one action"), "{text}");
+    assert!(
+        text.contains("`restart`") && text.contains("`observe`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unknown_invariant_id_is_refused_at_its_path() {
+    let text = err_text(parse_edited(|v| v["checks"][1] = "ZC9".into()));
+    assert!(text.contains("checks[1]"), "{text}");
+    assert!(text.contains("ZC9"), "{text}");
+}
+
+#[test]
+fn an_unknown_deny_reason_is_refused() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["expect"]["reason"] = "too_wide".into();
+    }));
+    assert!(text.contains("steps[1].expect.reason"), "{text}");
+    assert!(text.contains("ceiling_exceeded"), "{text}");
+}
+
+#[test]
+fn an_alias_used_before_it_is_bound_is_refused() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["delegate"]["parent"] = "lead".into();
+    }));
+    assert!(text.contains("steps[1].delegate.parent"), "{text}");
+    assert!(text.contains("alias `lead` is used before"), "{text}");
+    assert!(text.contains("bound so far: root"), "{text}");
+}
+
+#[test]
+fn an_expectation_on_an_unbound_alias_is_refused() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][3]["expect"]["state"] = serde_json::json!({ "ghost": "closed" });
+    }));
+    assert!(text.contains("steps[3].expect.state"), "{text}");
+    assert!(text.contains("`ghost`"), "{text}");
+}
+
+#[test]
+fn a_negative_without_control_is_refused() {
+    let text = err_text(parse_edited(|v| v["kind"] = "negative".into()));
+    assert!(text.contains("at `control`"), "{text}");
+    assert!(text.contains("positive control"), "{text}");
+}
+
+#[test]
+fn an_unknown_capability_is_refused() {
+    let text = err_text(parse_edited(|v| v["needs"][0] = "time-travel".into()));
+    assert!(text.contains("needs[0]"), "{text}");
+    assert!(text.contains("nested-delegation"), "{text}");
+}
+
+#[test]
+fn catalogue_checks_id_against_path_unknown_controls_and_reports_every_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let zc = dir.path().join("zc");
+    std::fs::create_dir_all(&zc).unwrap();
+    // Right content, wrong place: the id must follow the path.
+    std::fs::write(zc.join("002-moved.json"), fixture_text()).unwrap();
+    let mut negative: serde_json::Value = serde_json::from_str(&fixture_text()).unwrap();
+    negative["id"] = "zc/003-negative".into();
+    negative["kind"] = "negative".into();
+    negative["control"] = "zc/000-missing".into();
+    std::fs::write(zc.join("003-negative.json"), negative.to_string()).unwrap();
+
+    let text = Catalogue::load(dir.path()).unwrap_err().to_string();
+    assert!(text.contains("2 scenario file(s) are invalid"), "{text}");
+    assert!(text.contains("002-moved.json: at `id`"), "{text}");
+    assert!(text.contains("expected `zc/002-moved`"), "{text}");
+    assert!(
+        text.contains("control `zc/000-missing` is not a scenario"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_committed_json_schema_is_current() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/schema/scenario.schema.json");
+    let fresh = serde_json::to_string_pretty(&schema()).unwrap() + "\n";
+    if std::env::var_os("DELEGATION_UPDATE_SCHEMA").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &fresh).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == fresh,
+        "{} is stale or missing: regenerate it with `DELEGATION_UPDATE_SCHEMA=1 cargo test -p delegation-runner --test scenario_format` and commit it",
+        path.display()
+    );
+    // The schema describes steps one action at a time and refuses strangers.
+    let steps = &schema()["$defs"]["Step"]["oneOf"];
+    assert!(steps.as_array().is_some_and(|a| a.len() > 20), "{steps}");
+}
