@@ -1,2 +1,296 @@
-//! The `delegation-harness` command line.
-fn main() {}
+//! The `delegation-harness` command line: clap at the edge, everything else in `delegation_runner`.
+//!
+//! Exit codes are `delegation_protocol::exit_code`: 0 all passed, 1
+//! violations (fail, error, stale, changed snapshot), 2 harness or usage
+//! error (also an interrupted run without violations: nothing was proven),
+//! 3 inconclusive only.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use delegation_host::{HostLauncher, ProcessLauncher, ReferenceLauncher};
+use delegation_model::InvariantId;
+use delegation_runner::catalogue::{Catalogue, Filter, order};
+use delegation_runner::report::{self, Format, human::HumanReporter};
+use delegation_runner::{
+    ExecOptions, Expectations, ObserverWorlds, RunOptions, Scenario, exit_code, snapshot,
+};
+
+#[derive(Parser)]
+#[command(
+    name = "delegation-harness",
+    version,
+    about = "Conformance harness for agent hosts that delegate work to subagents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run scenarios against a host and report invariant by invariant.
+    Run(RunArgs),
+    /// List scenarios (or, with --invariants, the invariant ids).
+    List(ListArgs),
+    /// Explain an invariant: what must hold, its family and tier, and the scenarios that check it.
+    Explain {
+        /// An invariant id such as ZC1.
+        id: InvariantId,
+        #[command(flatten)]
+        catalogue: CatalogueArgs,
+    },
+}
+
+#[derive(Args)]
+struct CatalogueArgs {
+    /// The scenario catalogue. Default: the nearest `scenarios/` directory
+    /// from the current directory upwards.
+    #[arg(long, value_name = "DIR")]
+    scenarios: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The host adapter to run, as a command line (split like a POSIX shell,
+    /// no shell run). Default: the embedded reference host.
+    #[arg(long, value_name = "CMD")]
+    host: Option<String>,
+    #[command(flatten)]
+    catalogue: CatalogueArgs,
+    /// Run scenarios whose id contains this text, or matches this glob (`zc/*`). Repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    filter: Vec<String>,
+    /// Run scenarios that check this invariant id. Repeatable.
+    #[arg(long, value_name = "ID")]
+    invariant: Vec<InvariantId>,
+    /// Scenarios run at the same time, each with its own host, store and observers.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    jobs: usize,
+    /// Seed of the run order. Default: random, printed at the start so a run can be repeated.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Write a report: FORMAT is json, junit, markdown or human. Repeatable.
+    #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_report)]
+    report: Vec<(Format, PathBuf)>,
+    /// Known failures of this host (JSON: {"known": [{"scenario", "expect", "reason"}]}).
+    #[arg(long, value_name = "FILE")]
+    expectations: Option<PathBuf>,
+    /// Compare each scenario's normalised transcript with `DIR/<area>/<NNN-name>.snap`
+    /// (insta; `INSTA_UPDATE=always` records, `no` only compares).
+    #[arg(long, value_name = "DIR")]
+    snapshots: Option<PathBuf>,
+    /// Wall-time budget of one step, in milliseconds.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    step_timeout_ms: u64,
+}
+
+#[derive(Args)]
+struct ListArgs {
+    #[command(flatten)]
+    catalogue: CatalogueArgs,
+    /// Only scenarios that check this invariant id.
+    #[arg(long, value_name = "ID")]
+    invariant: Option<InvariantId>,
+    /// List invariant ids with their tiers and families instead of scenarios.
+    #[arg(long)]
+    invariants: bool,
+}
+
+fn parse_report(s: &str) -> Result<(Format, PathBuf), String> {
+    let (format, file) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected FORMAT=FILE, such as junit=target/harness.xml"))?;
+    if file.is_empty() {
+        return Err(format!("`{s}`: the file name after `=` is empty"));
+    }
+    Ok((format.parse()?, PathBuf::from(file)))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run(args),
+        Command::List(args) => list(args).map(|()| exit_code::SUCCESS),
+        Command::Explain { id, catalogue } => explain(id, catalogue).map(|()| exit_code::SUCCESS),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code as u8),
+        Err(e) => {
+            anstream::eprintln!("error: {e:#}");
+            ExitCode::from(exit_code::HARNESS_ERROR as u8)
+        }
+    }
+}
+
+/// The nearest `scenarios/` directory from the current directory upwards.
+fn find_scenarios(args: &CatalogueArgs) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = &args.scenarios {
+        return Ok(dir.clone());
+    }
+    let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    cwd.ancestors()
+        .map(|d| d.join("scenarios"))
+        .find(|d| d.is_dir())
+        .with_context(|| {
+            format!(
+                "no `scenarios/` directory in {} or above it; pass --scenarios DIR",
+                cwd.display()
+            )
+        })
+}
+
+fn load(args: &CatalogueArgs) -> anyhow::Result<Catalogue> {
+    let dir = find_scenarios(args)?;
+    Ok(Catalogue::load(&dir)?)
+}
+
+fn launcher(host: Option<&str>, step_timeout: Duration) -> anyhow::Result<Arc<dyn HostLauncher>> {
+    Ok(match host {
+        None => Arc::new(ReferenceLauncher),
+        Some(cmd) => {
+            let options = delegation_host::process::ProcessOptions {
+                request_timeout: step_timeout,
+                ..Default::default()
+            };
+            Arc::new(ProcessLauncher::new(cmd, options)?)
+        }
+    })
+}
+
+fn run(args: RunArgs) -> anyhow::Result<i32> {
+    let catalogue = load(&args.catalogue)?;
+    let filter = Filter::new(&args.filter, &args.invariant)?;
+    let selected = catalogue.select(&filter);
+    if selected.is_empty() {
+        bail!(
+            "no scenario in {} matches the filters ({} scenarios in the catalogue); see `delegation-harness list`",
+            catalogue.root.display(),
+            catalogue.scenarios.len()
+        );
+    }
+    let expectations = match &args.expectations {
+        Some(file) => Expectations::load(file)?,
+        None => Expectations::default(),
+    };
+    let seed = args.seed.unwrap_or_else(random_seed);
+    let scenarios: Vec<Scenario> = order(&selected, seed).into_iter().cloned().collect();
+    let step_deadline = Duration::from_millis(args.step_timeout_ms);
+    let launcher = launcher(args.host.as_deref(), step_deadline)?;
+    let options = RunOptions {
+        jobs: args.jobs.max(1),
+        seed,
+        exec: ExecOptions { step_deadline },
+        expectations,
+    };
+    let mut reporters: Vec<Box<dyn report::Reporter>> = vec![Box::new(HumanReporter::stdout())];
+    for (format, file) in &args.report {
+        reporters.push(report::file_reporter(*format, file.clone()));
+    }
+
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    let report = runtime.block_on(async move {
+        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+        let reporting = tokio::spawn(report::drain(rx, reporters));
+        let (stop, interrupt) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                let _ = stop.send(true);
+            }
+        });
+        let report = delegation_runner::run(
+            scenarios,
+            launcher,
+            Arc::new(ObserverWorlds),
+            options,
+            events,
+            interrupt,
+        )
+        .await;
+        let written = reporting.await.context("a reporter panicked")?;
+        written.context("cannot write a report")?;
+        anyhow::Ok(report)
+    })?;
+
+    let mut snapshot_mismatches = 0;
+    if let Some(dir) = &args.snapshots {
+        for result in &report.results {
+            if let Err(mismatch) = snapshot::check(dir, result) {
+                snapshot_mismatches += 1;
+                anstream::eprintln!("snapshot: {mismatch}");
+            }
+        }
+    }
+    let s = &report.summary;
+    let violations = s.fail + s.error + s.stale + snapshot_mismatches;
+    Ok(if report.interrupted && violations == 0 {
+        exit_code::HARNESS_ERROR
+    } else {
+        exit_code::for_run(false, violations, s.inconclusive)
+    })
+}
+
+/// A seed from the clock: different per run, printed by the human reporter.
+fn random_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn list(args: ListArgs) -> anyhow::Result<()> {
+    if args.invariants {
+        for id in InvariantId::ALL {
+            anstream::println!(
+                "{:<4} {:<6} {}",
+                id.as_str(),
+                id.tier().to_string(),
+                id.family()
+            );
+        }
+        return Ok(());
+    }
+    let catalogue = load(&args.catalogue)?;
+    for s in &catalogue.scenarios {
+        if args.invariant.is_some_and(|id| !s.checks.contains(&id)) {
+            continue;
+        }
+        let checks: Vec<&str> = s.checks.iter().map(|c| c.as_str()).collect();
+        anstream::println!(
+            "{:<48} {:<6} {:<20} {}",
+            s.id,
+            s.tier.to_string(),
+            checks.join(","),
+            s.title
+        );
+    }
+    Ok(())
+}
+
+fn explain(id: InvariantId, args: CatalogueArgs) -> anyhow::Result<()> {
+    anstream::println!("{id} ({}, {})\n", id.family(), id.tier());
+    anstream::println!("{}\n", id.meaning());
+    // The explanation stands without a catalogue; the scenario list needs one.
+    match load(&args) {
+        Ok(catalogue) => {
+            let scenarios: Vec<&Scenario> = catalogue.checking(id).collect();
+            if scenarios.is_empty() {
+                anstream::println!(
+                    "No scenario in {} checks {id} yet.",
+                    catalogue.root.display()
+                );
+            } else {
+                anstream::println!("Checked by:");
+                for s in scenarios {
+                    anstream::println!("  {}  {}", s.id, s.title);
+                }
+            }
+        }
+        Err(e) => anstream::println!("(scenarios not listed: {e:#})"),
+    }
+    Ok(())
+}

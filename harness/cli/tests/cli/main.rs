@@ -1,0 +1,186 @@
+//! The built `delegation-harness` binary: listing, explaining, exit codes and usage errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use delegation_model::InvariantId;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../runner/tests/fixtures/catalogue")
+}
+
+fn harness(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn list_shows_scenarios_with_tier_and_checks() {
+    let o = harness(&["list", "--scenarios", fixtures().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("zc/001-network-above-ceiling"), "{text}");
+    assert!(
+        text.contains("MUST") && text.contains("ZC1,ZC2,ZC3,CE1"),
+        "{text}"
+    );
+
+    let o = harness(&[
+        "list",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--invariant",
+        "TR1",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), "", "no fixture checks TR1");
+}
+
+#[test]
+fn list_invariants_shows_every_id_with_tier_and_family() {
+    let o = harness(&["list", "--invariants"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = stdout(&o);
+    assert_eq!(text.lines().count(), InvariantId::ALL.len());
+    for id in InvariantId::ALL {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("{id} missing"));
+        assert!(
+            line.contains(&id.tier().to_string()) && line.contains(id.family()),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn explain_gives_meaning_family_tier_and_scenarios() {
+    let o = harness(&[
+        "explain",
+        "ZC2",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("ZC2 (zero child on deny, MUST)"), "{text}");
+    assert!(text.contains(InvariantId::ZC2.meaning()), "{text}");
+    assert!(
+        text.contains("Checked by:\n  zc/001-network-above-ceiling"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_unknown_invariant_id_is_a_usage_error() {
+    let o = harness(&["explain", "ZC9"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`ZC9` is not an invariant id"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_malformed_report_option_is_a_usage_error() {
+    let o = harness(&["run", "--report", "xml=out.xml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`xml` is not a report format"),
+        "{}",
+        stderr(&o)
+    );
+    let o = harness(&["run", "--report", "junit"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("expected FORMAT=FILE"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_broken_catalogue_is_a_harness_error_naming_file_and_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("zc")).unwrap();
+    std::fs::write(
+        dir.path().join("zc/001-x.json"),
+        r#"{"id": "zc/001-x", "title": "t", "checks": ["ZC1"], "tier": "MAY", "steps": []}"#,
+    )
+    .unwrap();
+    let o = harness(&["run", "--scenarios", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("zc/001-x.json: at `tier`"), "{err}");
+    assert!(err.contains("unknown variant `MAY`"), "{err}");
+}
+
+#[test]
+fn a_filter_matching_nothing_is_a_harness_error() {
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--filter",
+        "no-such-scenario",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no scenario in"), "{}", stderr(&o));
+}
+
+#[test]
+fn the_reference_host_passes_the_fixture_and_a_stale_expectation_exits_1() {
+    let files = tempfile::tempdir().unwrap();
+    let junit = files.path().join("junit.xml");
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--seed",
+        "3",
+        "--report",
+        &format!("junit={}", junit.display()),
+    ]);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}\n{}", stderr(&o));
+    assert!(text.contains("seed 3"), "{text}");
+    assert!(text.contains("PASS zc/001-network-above-ceiling"), "{text}");
+    assert!(
+        std::fs::read_to_string(&junit)
+            .unwrap()
+            .contains("testcase name=\"zc/001-network-above-ceiling\"")
+    );
+
+    let expectations = files.path().join("expectations.json");
+    std::fs::write(
+        &expectations,
+        r#"{"known": [{"scenario": "zc/*", "expect": "fail", "reason": "issue 1"}]}"#,
+    )
+    .unwrap();
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--expectations",
+        expectations.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("STALE zc/001-network-above-ceiling"),
+        "{}",
+        stdout(&o)
+    );
+}
