@@ -231,6 +231,13 @@ pub fn judge(
     }
 
     let transcript = snapshot::normalise(&execution.transcript);
+    let secrets = &execution.transcript.secrets;
+    let mut failures = execution.failures;
+    for f in &mut failures {
+        for v in [&mut f.expected, &mut f.observed, &mut f.evidence] {
+            snapshot::redact_secrets(v, secrets);
+        }
+    }
     ScenarioResult {
         id: scenario.id.clone(),
         area: scenario.area().to_string(),
@@ -239,7 +246,7 @@ pub fn judge(
         checks: scenario.checks.clone(),
         verdict,
         raw_verdict: raw_name,
-        failures: execution.failures,
+        failures,
         steps_run: execution.steps_run,
         steps_total: scenario.steps.len(),
         duration: execution.duration,

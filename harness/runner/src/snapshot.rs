@@ -51,6 +51,27 @@ pub fn normalise(transcript: &Transcript) -> Value {
     steps
 }
 
+/// Replaces every secret (capability secrets, canaries, receipt seals) in
+/// `value`; reports carry host replies as evidence and must not leak them (TC4).
+pub fn redact_secrets(value: &mut Value, secrets: &[String]) {
+    rewrite_secrets(value, secrets);
+}
+
+fn rewrite_secrets(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::String(s)
+            if secrets
+                .iter()
+                .any(|x| !x.is_empty() && s.contains(x.as_str())) =>
+        {
+            *value = Value::String("<secret>".into());
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rewrite_secrets(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| rewrite_secrets(v, secrets)),
+        _ => {}
+    }
+}
+
 fn collect_ids(value: &Value, is_id: bool, names: &mut BTreeMap<String, String>, next: &mut usize) {
     match value {
         Value::String(s) if is_id => {

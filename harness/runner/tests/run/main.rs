@@ -576,3 +576,43 @@ fn the_human_reporter_writes_plain_lines_when_not_a_terminal() {
     assert!(text.contains("PASSED: 0 scenarios"), "{text}");
     assert!(!text.contains('\x1b'), "{text:?}");
 }
+
+#[tokio::test]
+async fn transcripts_name_instances_by_alias_and_unaliased_ids_by_placeholder() {
+    let dir = fixture_catalogue();
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::AdmitsEverything),
+        RunOptions::default(),
+        vec![],
+        None,
+    )
+    .await;
+    let transcript = out.report.results[0].transcript.to_string();
+    assert!(
+        transcript.contains("\"<root>\"") && transcript.contains("\"<child>\""),
+        "{transcript}"
+    );
+    assert!(
+        !transcript.contains("inst-"),
+        "host ids leak into the transcript: {transcript}"
+    );
+
+    let raw = delegation_runner::execute::Transcript {
+        steps: vec![serde_json::json!({
+            "reply": { "instance": "h-9", "receipt": { "id": "r-1", "seal": "s3cr3t", "expires_at": 5 } },
+            "evidence": { "model_requests": { "h-9": 1 } },
+        })],
+        aliases: vec![],
+        secrets: vec![],
+    };
+    let normal = delegation_runner::snapshot::normalise(&raw);
+    assert_eq!(normal[0]["reply"]["instance"], "<id:1>");
+    assert_eq!(normal[0]["reply"]["receipt"]["id"], "<id:2>");
+    assert_eq!(normal[0]["reply"]["receipt"]["seal"], "<secret>");
+    assert_eq!(normal[0]["reply"]["receipt"]["expires_at"], "<time>");
+    assert_eq!(
+        normal[0]["evidence"]["model_requests"]["<id:1>"], 1,
+        "ids as map keys too"
+    );
+}
