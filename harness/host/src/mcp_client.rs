@@ -125,7 +125,13 @@ impl McpClient {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            self.tap.lock().captured.clear();
+            {
+                // An earlier listing that failed mid-way may still be
+                // answered late; forgetting its id keeps that answer out.
+                let mut tap = self.tap.lock();
+                tap.pending.clear();
+                tap.captured.clear();
+            }
             let params = cursor
                 .take()
                 .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
