@@ -53,3 +53,6 @@ pub trait HostLauncher: Send + Sync {
     /// A short description for reports, such as the command line.
     fn describe(&self) -> String;
 }
+
+pub mod process;
+pub use process::{ProcessHost, ProcessLauncher};
