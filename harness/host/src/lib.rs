@@ -54,5 +54,9 @@ pub trait HostLauncher: Send + Sync {
     fn describe(&self) -> String;
 }
 
+pub mod reference;
+pub use reference::{ReferenceHost, ReferenceLauncher};
+
 pub mod process;
 pub use process::{ProcessHost, ProcessLauncher};
+pub mod mcp_client;

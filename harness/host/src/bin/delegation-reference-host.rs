@@ -30,7 +30,9 @@ fn host_error_response(id: &Value, e: &HostError) -> Value {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let store_dir = std::env::var_os("DELEGATION_STORE_DIR").map(PathBuf::from).unwrap_or_default();
+    let store_dir = std::env::var_os("DELEGATION_STORE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let mut host = ReferenceHost::new(&store_dir);
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
@@ -41,7 +43,8 @@ async fn main() {
         let request: Value = match serde_json::from_str(&line) {
             Ok(v) => v,
             Err(e) => {
-                let reply = error_response(&Value::Null, -32700, format!("request is not JSON: {e}"));
+                let reply =
+                    error_response(&Value::Null, -32700, format!("request is not JSON: {e}"));
                 let _ = stdout.write_all(format!("{reply}\n").as_bytes()).await;
                 continue;
             }
@@ -84,7 +87,12 @@ async fn main() {
                 }
             }
         };
-        if stdout.write_all(format!("{reply}\n").as_bytes()).await.is_err() || stdout.flush().await.is_err() {
+        if stdout
+            .write_all(format!("{reply}\n").as_bytes())
+            .await
+            .is_err()
+            || stdout.flush().await.is_err()
+        {
             return;
         }
     }

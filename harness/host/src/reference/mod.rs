@@ -15,10 +15,12 @@ use async_trait::async_trait;
 use delegation_model::digest::sha256_hex;
 use delegation_model::state::{Admission, AuthorizerAnswer, HostState, LiveTools, ToolPlan};
 use delegation_model::{
-    Action, ActionResult, DenyReason, LifecycleState, SpawnRequest, ToolCallOutcome, ToolCallReport,
-    ToolDefinition, TurnReport,
+    Action, ActionResult, DenyReason, LifecycleState, SpawnRequest, ToolCallOutcome,
+    ToolCallReport, ToolDefinition, TurnReport,
 };
-use delegation_protocol::{Environment, HostInfo, InitializeParams, InitializeResult, PROTOCOL_VERSION, capability};
+use delegation_protocol::{
+    Environment, HostInfo, InitializeParams, InitializeResult, PROTOCOL_VERSION, capability,
+};
 use serde_json::{Value, json};
 
 use crate::mcp_client::McpClient;
@@ -174,7 +176,12 @@ impl Running {
             } => match self.call_handler(&t, &arguments).await {
                 Ok(text) => {
                     let mut r = ActionResult::ok();
-                    r.tool_call = Some(report(ToolCallOutcome::Executed, None, approval, Some(text)));
+                    r.tool_call = Some(report(
+                        ToolCallOutcome::Executed,
+                        None,
+                        approval,
+                        Some(text),
+                    ));
                     r
                 }
                 Err(e) => {
@@ -186,7 +193,12 @@ impl Running {
             },
             ToolPlan::Pending { approval } => {
                 let mut r = ActionResult::ok();
-                r.tool_call = Some(report(ToolCallOutcome::PendingApproval, None, Some(approval), None));
+                r.tool_call = Some(report(
+                    ToolCallOutcome::PendingApproval,
+                    None,
+                    Some(approval),
+                    None,
+                ));
                 r
             }
             ToolPlan::Denied(d) => {
@@ -205,11 +217,17 @@ impl Running {
         r
     }
 
-    async fn authorize(&mut self, admission: Admission) -> Result<(Admission, Option<String>), delegation_model::state::Denial> {
+    async fn authorize(
+        &mut self,
+        admission: Admission,
+    ) -> Result<(Admission, Option<String>), delegation_model::state::Denial> {
         if !self.state.config.authorizer_required {
             return Ok((admission, None));
         }
-        let answer = if self.state.take_fault(delegation_model::FaultPoint::AuthorizerCall) {
+        let answer = if self
+            .state
+            .take_fault(delegation_model::FaultPoint::AuthorizerCall)
+        {
             AuthorizerAnswer::Unavailable("authorizer call failed (fault armed)".into())
         } else if let Some(url) = self.environment.authorizer.clone() {
             let body = self.state.authorizer_request(&admission);
@@ -230,7 +248,9 @@ impl Running {
                 },
             }
         } else {
-            AuthorizerAnswer::Unavailable("an authorizer is required but none was configured".into())
+            AuthorizerAnswer::Unavailable(
+                "an authorizer is required but none was configured".into(),
+            )
         };
         let (admission, rid) = self.state.apply_authorizer(admission, &answer)?;
         Ok((admission, Some(rid)))
@@ -245,28 +265,68 @@ impl ReferenceHost {
         parent: &'a str,
         request: &'a SpawnRequest,
         receipt: Option<&'a Value>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<ActionResult, HostError>> + Send + 'a>> {
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<ActionResult, HostError>> + Send + 'a>,
+    > {
         Box::pin(async move {
-            let method = if receipt.is_some() { "receipt/consume" } else { "instance/delegate" };
-            let transition = if receipt.is_some() { "consume" } else { "delegate" };
+            let method = if receipt.is_some() {
+                "receipt/consume"
+            } else {
+                "instance/delegate"
+            };
+            let transition = if receipt.is_some() {
+                "consume"
+            } else {
+                "delegate"
+            };
             let run = self.running(method)?;
             let live = run.live_tools(method).await?;
             let admitted = match receipt {
-                Some(r) => run.state.admit_receipt(&mut run.journal, r, parent, request, &live),
+                Some(r) => run
+                    .state
+                    .admit_receipt(&mut run.journal, r, parent, request, &live),
                 None => run.state.admit_delegation(parent, request, &live),
             };
             let admission = match admitted {
                 Ok(a) => a,
-                Err(d) => return Ok(run.state.deny_delegation(&mut run.journal, transition, parent, request, d)),
+                Err(d) => {
+                    return Ok(run.state.deny_delegation(
+                        &mut run.journal,
+                        transition,
+                        parent,
+                        request,
+                        d,
+                    ));
+                }
             };
             let (admission, authorization) = match run.authorize(admission).await {
                 Ok(a) => a,
-                Err(d) => return Ok(run.state.deny_delegation(&mut run.journal, transition, parent, request, d)),
+                Err(d) => {
+                    return Ok(run.state.deny_delegation(
+                        &mut run.journal,
+                        transition,
+                        parent,
+                        request,
+                        d,
+                    ));
+                }
             };
-            let (child, effective) = match run.state.commit_child(&mut run.journal, admission, authorization) {
-                Ok(c) => c,
-                Err(d) => return Ok(run.state.deny_delegation(&mut run.journal, transition, parent, request, d)),
-            };
+            let (child, effective) =
+                match run
+                    .state
+                    .commit_child(&mut run.journal, admission, authorization)
+                {
+                    Ok(c) => c,
+                    Err(d) => {
+                        return Ok(run.state.deny_delegation(
+                            &mut run.journal,
+                            transition,
+                            parent,
+                            request,
+                            d,
+                        ));
+                    }
+                };
             let mut result = ActionResult::ok();
             result.instance = Some(child.clone());
             result.effective = Some(effective);
@@ -292,7 +352,10 @@ impl ReferenceHost {
             "input": input,
             "tools": run.state.model_visible_tools(instance, &live),
         });
-        let url = format!("{}/neutral/turn", run.environment.model_endpoint.trim_end_matches('/'));
+        let url = format!(
+            "{}/neutral/turn",
+            run.environment.model_endpoint.trim_end_matches('/')
+        );
         let sent = http
             .post(url)
             .header("x-delegation-instance", instance)
@@ -301,14 +364,18 @@ impl ReferenceHost {
             .send()
             .await;
         let reply = match sent {
-            Ok(resp) if resp.status().is_success() => resp.json::<Value>().await.map_err(|e| e.to_string()),
+            Ok(resp) if resp.status().is_success() => {
+                resp.json::<Value>().await.map_err(|e| e.to_string())
+            }
             Ok(resp) => Err(format!("model endpoint answered HTTP {}", resp.status())),
             Err(e) => Err(e.to_string()),
         };
         let reply = match reply {
             Ok(v) => v,
             Err(detail) => {
-                let _ = run.state.transition(&mut run.journal, instance, LifecycleState::Failed);
+                let _ = run
+                    .state
+                    .transition(&mut run.journal, instance, LifecycleState::Failed);
                 let mut r = ActionResult::ok();
                 r.instance = Some(instance.into());
                 r.turn = Some(TurnReport::ModelFailed { detail });
@@ -325,7 +392,9 @@ impl ReferenceHost {
         } else if let Some(call) = reply.get("tool_call") {
             let tool = call["tool"].as_str().unwrap_or_default().to_string();
             let arguments = call.get("arguments").cloned().unwrap_or(json!({}));
-            let plan = run.state.plan_tool_call(&mut run.journal, instance, &tool, &arguments, &live);
+            let plan =
+                run.state
+                    .plan_tool_call(&mut run.journal, instance, &tool, &arguments, &live);
             let mut crashed = false;
             let mut r = run.run_plan(&tool, plan, &mut crashed).await;
             self.crashed |= crashed;
@@ -376,7 +445,10 @@ impl ReferenceHost {
 
 #[async_trait]
 impl Host for ReferenceHost {
-    async fn initialize(&mut self, params: InitializeParams) -> Result<InitializeResult, HostError> {
+    async fn initialize(
+        &mut self,
+        params: InitializeParams,
+    ) -> Result<InitializeResult, HostError> {
         let method = "initialize";
         if params.protocol_version.split('.').next() != PROTOCOL_VERSION.split('.').next() {
             return Err(HostError::Protocol {
@@ -391,9 +463,12 @@ impl Host for ReferenceHost {
         if dir != self.store_dir && !self.store_dir.as_os_str().is_empty() {
             self.store_dir = dir.clone();
         }
-        std::fs::create_dir_all(&dir).map_err(|e| HostError::Launch(format!("store dir {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| HostError::Launch(format!("store dir {}: {e}", dir.display())))?;
         let journal = SqliteJournal::open(&dir).map_err(|e| HostError::Launch(e.to_string()))?;
-        let rows = journal.load().map_err(|e| HostError::Launch(e.to_string()))?;
+        let rows = journal
+            .load()
+            .map_err(|e| HostError::Launch(e.to_string()))?;
         let mut state = HostState::restore(&rows).map_err(HostError::Launch)?;
         if state.seal_key.is_empty() {
             state.seal_key = fresh_seal_key(&dir);
@@ -402,7 +477,12 @@ impl Host for ReferenceHost {
         for server in &params.environment.mcp_servers {
             let client = McpClient::connect(&server.name, &server.url)
                 .await
-                .map_err(|e| HostError::Launch(format!("MCP server `{}` at {}: {e}", server.name, server.url)))?;
+                .map_err(|e| {
+                    HostError::Launch(format!(
+                        "MCP server `{}` at {}: {e}",
+                        server.name, server.url
+                    ))
+                })?;
             mcp.push(client);
         }
         self.running = Some(Running {
@@ -417,14 +497,19 @@ impl Host for ReferenceHost {
                 version: env!("CARGO_PKG_VERSION").into(),
             },
             protocol_version: PROTOCOL_VERSION.into(),
-            capabilities: REFERENCE_CAPABILITIES.iter().map(|c| c.to_string()).collect(),
+            capabilities: REFERENCE_CAPABILITIES
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
         })
     }
 
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError> {
         let method = action.method();
         match action {
-            Action::Delegate { parent, request } => return self.delegate(parent, request, None).await,
+            Action::Delegate { parent, request } => {
+                return self.delegate(parent, request, None).await;
+            }
             Action::ConsumeReceipt {
                 receipt,
                 parent,
@@ -448,8 +533,14 @@ impl Host for ReferenceHost {
                 ttl_ms,
             } => {
                 let live = run.live_tools(method).await?;
-                run.state
-                    .prepare_receipt(&mut run.journal, parent, call_id, request, *ttl_ms, &live)
+                run.state.prepare_receipt(
+                    &mut run.journal,
+                    parent,
+                    call_id,
+                    request,
+                    *ttl_ms,
+                    &live,
+                )
             }
             Action::RevokeReceipt { receipt } => run.state.revoke_receipt(j, receipt),
             Action::ToolCall {
@@ -458,7 +549,9 @@ impl Host for ReferenceHost {
                 arguments,
             } => {
                 let live = run.live_tools(method).await?;
-                let plan = run.state.plan_tool_call(&mut run.journal, instance, tool, arguments, &live);
+                let plan =
+                    run.state
+                        .plan_tool_call(&mut run.journal, instance, tool, arguments, &live);
                 let mut crashed = false;
                 let r = run.run_plan(tool, plan, &mut crashed).await;
                 self.crashed |= crashed;
@@ -470,10 +563,16 @@ impl Host for ReferenceHost {
             Action::Resume { instance } => run.state.resume(j, instance),
             Action::Fork { instance } => run.state.fork(j, instance),
             Action::Wait { instance, deadline } => run.state.wait(instance, *deadline),
-            Action::DeliverEvent { event, instance, kind } => run.state.deliver_event(j, event, instance, kind),
+            Action::DeliverEvent {
+                event,
+                instance,
+                kind,
+            } => run.state.deliver_event(j, event, instance, kind),
             Action::Answer { request, decision } => {
                 let live = run.live_tools(method).await?;
-                let plan = run.state.answer(&mut run.journal, request, *decision, &live);
+                let plan = run
+                    .state
+                    .answer(&mut run.journal, request, *decision, &live);
                 let tool = run
                     .state
                     .approvals
@@ -505,9 +604,15 @@ impl Host for ReferenceHost {
                 call_id,
             } => {
                 let live = run.live_tools(method).await?;
-                let (plan, key) = run
-                    .state
-                    .plan_capability_call(secret, task, agent, tool, arguments, call_id.as_deref(), &live);
+                let (plan, key) = run.state.plan_capability_call(
+                    secret,
+                    task,
+                    agent,
+                    tool,
+                    arguments,
+                    call_id.as_deref(),
+                    &live,
+                );
                 let mut crashed = false;
                 let mut r = run.run_plan(tool, plan, &mut crashed).await;
                 if let (Some(key), Some(report)) = (key, &r.tool_call)
@@ -515,9 +620,15 @@ impl Host for ReferenceHost {
                 {
                     let outcome = report.result.clone().unwrap_or_default();
                     // The outcome is kept before the event goes out, so a failed delivery loses nothing (TC5).
-                    if let Err(d) = run.state.capability_finished(&mut run.journal, &key, &outcome) {
+                    if let Err(d) = run
+                        .state
+                        .capability_finished(&mut run.journal, &key, &outcome)
+                    {
                         r.detail = Some(format!("outcome not recorded: {}", d.detail));
-                    } else if run.state.take_fault(delegation_model::FaultPoint::EventDeliver) {
+                    } else if run
+                        .state
+                        .take_fault(delegation_model::FaultPoint::EventDeliver)
+                    {
                         r.detail = Some("event delivery failed; the outcome is kept".into());
                     }
                 }
@@ -534,7 +645,9 @@ impl Host for ReferenceHost {
                 r.observed = Some(run.state.observe());
                 r
             }
-            Action::Delegate { .. } | Action::ConsumeReceipt { .. } | Action::Turn { .. } => unreachable!("handled above"),
+            Action::Delegate { .. } | Action::ConsumeReceipt { .. } | Action::Turn { .. } => {
+                unreachable!("handled above")
+            }
         };
         if self.crashed {
             return Err(HostError::Exited {

@@ -43,8 +43,10 @@ impl SqliteJournal {
         };
         let conn = Connection::open(&path).map_err(open_err)?;
         // WAL with full sync: a committed batch survives the process being killed right after.
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "FULL").map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "FULL")
+            .map_err(open_err)?;
         for table in Table::ALL {
             conn.execute(
                 &format!(
@@ -62,10 +64,12 @@ impl SqliteJournal {
     pub fn load(&self) -> Result<Vec<(Table, String, Value)>, StoreError> {
         let mut rows = Vec::new();
         for table in Table::ALL {
-            let mut stmt = self
-                .conn
-                .prepare(&format!("SELECT key, value FROM {} ORDER BY key", table.name()))?;
-            let found = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+            let mut stmt = self.conn.prepare(&format!(
+                "SELECT key, value FROM {} ORDER BY key",
+                table.name()
+            ))?;
+            let found =
+                stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
             for row in found {
                 let (key, text) = row?;
                 let value = serde_json::from_str(&text).map_err(|source| StoreError::Corrupt {
