@@ -39,10 +39,8 @@ pub fn canary_hits(entry: &HistoryEntry, canaries: &[String]) -> Vec<String> {
 
 fn search(value: &Value, path: &str, canaries: &[String], hits: &mut Vec<String>) {
     match value {
-        Value::String(s) => {
-            if canaries.iter().any(|c| s.contains(c.as_str())) {
-                hits.push(path.to_string());
-            }
+        Value::String(s) if canaries.iter().any(|c| s.contains(c.as_str())) => {
+            hits.push(path.to_string());
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {

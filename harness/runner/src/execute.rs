@@ -390,7 +390,7 @@ impl Run<'_> {
                 )
             }
             other => {
-                let action = match self.to_action(other, &before) {
+                let action = match self.build_action(other, &before) {
                     Ok(action) => action,
                     Err(message) => {
                         self.failures.push(Failure {
@@ -468,7 +468,7 @@ impl Run<'_> {
     }
 
     /// Turns a scenario step into the host action, resolving aliases.
-    fn to_action(&mut self, step: &StepAction, observed: &Observed) -> Result<Action, String> {
+    fn build_action(&mut self, step: &StepAction, observed: &Observed) -> Result<Action, String> {
         use StepAction as S;
         Ok(match step {
             S::Start(s) => Action::Start(s.request.clone()),
@@ -628,7 +628,7 @@ impl Run<'_> {
             | S::Restart(_)
             | S::ToolServer(_)
             | S::Authorizer(_)
-            | S::ModelEndpoint(_) => unreachable!("handled before `to_action`"),
+            | S::ModelEndpoint(_) => unreachable!("handled before `build_action`"),
         })
     }
 

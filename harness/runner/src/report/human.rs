@@ -59,16 +59,16 @@ impl HumanReporter {
 
     fn line(&mut self, text: &str) -> io::Result<()> {
         match &self.bar {
-            // indicatif keeps the bar below printed lines; it strips nothing, so strip here.
+            // indicatif keeps the bar below printed lines; it only runs on a
+            // terminal, so colour follows anstream's choice for stdout.
             Some(bar) => {
-                let mut plain = Vec::new();
-                let mut s = anstream::AutoStream::new(
-                    &mut plain,
-                    anstream::AutoStream::choice(&io::stdout()),
-                );
-                let _ = s.write_all(text.as_bytes());
-                drop(s);
-                bar.println(String::from_utf8_lossy(&plain));
+                let colour =
+                    anstream::AutoStream::choice(&io::stdout()) != anstream::ColorChoice::Never;
+                if colour {
+                    bar.println(text);
+                } else {
+                    bar.println(anstream::adapter::strip_str(text).to_string());
+                }
                 Ok(())
             }
             None if self.strip => writeln!(self.out, "{}", anstream::adapter::strip_str(text)),
