@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
-use crate::scenario::{AliasKind, Expect, LATEST_PENDING, Scenario, StepAction};
+use crate::scenario::{AliasKind, Expect, LATEST_PENDING, ModelEndpointStep, Scenario, StepAction};
 use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
 
@@ -109,6 +109,8 @@ struct Run<'a> {
     seen_violations: BTreeSet<(InvariantId, usize, String)>,
     transcript: Transcript,
     canaries: Vec<String>,
+    /// The model endpoint's rules as the scenario wrote them (aliases, not ids).
+    rules: Vec<delegation_observers::ModelRule>,
 }
 
 /// Runs `scenario` once against a host from `launcher`, emitting `StepFinished` events.
@@ -193,6 +195,7 @@ pub async fn execute(
         seen_violations: BTreeSet::new(),
         transcript: Transcript::default(),
         canaries: Vec::new(),
+        rules: scenario.setup.model.clone(),
     };
     if !missing.is_empty() {
         run.close().await;
@@ -371,7 +374,14 @@ impl Run<'_> {
             StepAction::ToolServer(s) => self.world_step(WorldStep::ToolServer(s.clone())).await?,
             StepAction::Authorizer(s) => self.world_step(WorldStep::Authorizer(s.clone())).await?,
             StepAction::ModelEndpoint(s) => {
-                self.world_step(WorldStep::ModelEndpoint(s.clone())).await?
+                let step = match s {
+                    ModelEndpointStep::Rules(rules) => {
+                        self.rules = rules.clone();
+                        ModelEndpointStep::Rules(self.resolved_rules())
+                    }
+                    other => other.clone(),
+                };
+                self.world_step(WorldStep::ModelEndpoint(step)).await?
             }
             StepAction::Clock(c) => {
                 let now = match c {
@@ -407,7 +417,18 @@ impl Run<'_> {
                     }
                 };
                 let result = self.call(&action).await?;
+                let bound_before = self.aliases.len();
                 self.bind(other, &result);
+                if self.aliases.len() != bound_before && self.rules_name_aliases() {
+                    // A rule written for `root` can only match once `root` has a host id.
+                    let rules = ModelEndpointStep::Rules(self.resolved_rules());
+                    self.world
+                        .apply(&WorldStep::ModelEndpoint(rules))
+                        .await
+                        .map_err(|e| {
+                            HostFault::Broken(format!("the harness's own observer failed: {e}"))
+                        })?;
+                }
                 (
                     StepKind::Action {
                         action,
@@ -457,6 +478,31 @@ impl Run<'_> {
             },
             None,
         ))
+    }
+
+    /// Whether any model rule names an instance by alias (`when.instance`, `attribute_to`).
+    fn rules_name_aliases(&self) -> bool {
+        self.rules.iter().any(|r| {
+            [r.when.instance.as_deref(), r.attribute_to.as_deref()]
+                .into_iter()
+                .flatten()
+                .any(|name| self.aliases.contains_key(name))
+        })
+    }
+
+    /// The model rules with instance aliases replaced by the host ids bound so far.
+    fn resolved_rules(&self) -> Vec<delegation_observers::ModelRule> {
+        let resolve = |name: &mut Option<String>| {
+            if let Some(bound) = name.as_ref().and_then(|n| self.aliases.get(n)) {
+                *name = Some(bound.id.clone());
+            }
+        };
+        let mut rules = self.rules.clone();
+        for rule in &mut rules {
+            resolve(&mut rule.when.instance);
+            resolve(&mut rule.attribute_to);
+        }
+        rules
     }
 
     fn id_of(&self, alias: &str) -> Result<String, String> {

@@ -26,7 +26,8 @@ pub use delegation_observers::tool_server::ToolSpec;
 
 /// One scripted reply of the fake model endpoint (`{when: {...}, reply: {...}, delay_ms}`):
 /// the model endpoint's own scenario type. `when.instance` and `attribute_to`
-/// are host ids, not aliases: match on `role` or `input_contains` instead.
+/// may name an instance alias: the runner re-scripts the endpoint with the
+/// host id as soon as the alias is bound (before that, such a rule matches nothing).
 pub type ModelRuleSpec = delegation_observers::ModelRule;
 
 /// How the harness's external authorizer answers (`{"reply": "deny"}`,

@@ -184,3 +184,37 @@ fn the_reference_host_passes_the_fixture_and_a_stale_expectation_exits_1() {
         stdout(&o)
     );
 }
+
+#[test]
+fn a_model_rule_naming_an_alias_matches_once_the_alias_is_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ce")).unwrap();
+    let scenario = serde_json::json!({
+        "id": "ce/001-rule-by-alias",
+        "title": "A model rule written for `root` answers root's turn",
+        "checks": ["CE1"],
+        "tier": "MUST",
+        "setup": { "model": [
+            { "when": { "instance": "root" },
+              "reply": { "spawn": { "role": "worker", "task": "sub" } } }
+        ] },
+        "steps": [
+            { "start": { "as": "root", "role": "lead", "sandbox": "read-only",
+                         "approval_policy": "never", "cwd": "/w/repo" } },
+            { "turn": { "instance": "root", "input": "GO", "as": "child" },
+              "expect": { "spawn": { "outcome": "ok" }, "delta": { "model_requests_for": { "root": 1 } } } }
+        ]
+    });
+    std::fs::write(
+        dir.path().join("ce/001-rule-by-alias.json"),
+        scenario.to_string(),
+    )
+    .unwrap();
+    let o = harness(&["run", "--scenarios", dir.path().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("PASS ce/001-rule-by-alias"),
+        "{}",
+        stdout(&o)
+    );
+}
