@@ -4,7 +4,9 @@
 //! without tokio. A host that writes a 50 MB line costs the harness at most
 //! `limit` bytes: the rest of that line is skipped as it streams past.
 
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::envelope::{
     ErrorObject, HostMessage, JsonRpcVersion, LOG, LogParams, Notification, Request, Response,
@@ -187,6 +189,10 @@ pub enum DecodeError {
     )]
     BadLog { detail: String },
     #[error(
+        "message is ambiguous or malformed ({error}); expected each JSON-RPC member at most once"
+    )]
+    Ambiguous { error: String },
+    #[error(
         "request is malformed ({detail}); expected {{\"jsonrpc\": \"2.0\", \"id\": integer, \"method\": string, \"params\"?: object}}"
     )]
     BadRequest { detail: String },
@@ -194,103 +200,148 @@ pub enum DecodeError {
 
 const EXCERPT: usize = 80;
 
+/// A member that may be absent (`None`) or present with any value, `null`
+/// included: JSON-RPC gives `"id": null` a meaning apart from no `id`.
+#[derive(Default)]
+struct Member<'a>(Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Member<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(d).map(|raw| Member(Some(raw)))
+    }
+}
+
+/// The members of a message, each left as raw text: one pass over the line
+/// validates it and finds them, and only what is needed is parsed further.
+/// Unknown members are ignored; a duplicated one is refused as ambiguous.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow)]
+    jsonrpc: Member<'a>,
+    #[serde(default, borrow)]
+    id: Member<'a>,
+    #[serde(default, borrow)]
+    method: Member<'a>,
+    #[serde(default, borrow)]
+    params: Member<'a>,
+    #[serde(default, borrow)]
+    result: Member<'a>,
+    #[serde(default, borrow)]
+    error: Member<'a>,
+}
+
 /// Parses one line (without its newline) as a message from a host.
 pub fn decode_message(line: &[u8]) -> Result<HostMessage, DecodeError> {
-    let mut object = parse_object(line)?;
-    check_version(&object)?;
-    let has_result = object.contains_key("result");
-    let has_error = object.contains_key("error");
-    if let Some(method) = object.get("method") {
-        let method = match method {
-            Value::String(m) => m.clone(),
-            other => {
-                return Err(DecodeError::BadMethod {
-                    found: describe(other),
-                });
-            }
-        };
-        if let Some(id) = object.get("id") {
+    let envelope = parse_envelope(line)?;
+    check_version(envelope.jsonrpc.0)?;
+    if let Some(method) = envelope.method.0 {
+        let method: String =
+            serde_json::from_str(method.get()).map_err(|_| DecodeError::BadMethod {
+                found: excerpt(method.get()),
+            })?;
+        if let Some(id) = envelope.id.0 {
             return Err(DecodeError::HostRequest {
                 method,
-                id: id.to_string(),
+                id: excerpt(id.get()),
             });
         }
-        let params = object.remove("params").unwrap_or(Value::Null);
         if method == LOG {
-            let log: LogParams =
-                serde_json::from_value(params).map_err(|e| DecodeError::BadLog {
-                    detail: e.to_string(),
-                })?;
+            let params = envelope.params.0.map_or("null", RawValue::get);
+            let log: LogParams = serde_json::from_str(params).map_err(|e| DecodeError::BadLog {
+                detail: e.to_string(),
+            })?;
             return Ok(HostMessage::Log(log));
         }
+        let params = match envelope.params.0 {
+            Some(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            None => Value::Null,
+        };
         return Ok(HostMessage::Notification(Notification { method, params }));
     }
-    let id = match object.get("id") {
+    let (result, error) = (envelope.result.0, envelope.error.0);
+    let id = match envelope.id.0 {
         None => {
-            return Err(if has_result || has_error {
+            return Err(if result.is_some() || error.is_some() {
                 DecodeError::MissingId
             } else {
                 DecodeError::Shapeless
             });
         }
-        Some(Value::Null) => None,
-        Some(Value::Number(n)) => Some(n.as_u64().ok_or_else(|| DecodeError::BadId {
-            found: n.to_string(),
-        })?),
-        Some(other) => {
-            return Err(DecodeError::BadId {
-                found: describe(other),
-            });
+        Some(raw) if raw.get() == "null" => None,
+        Some(raw) => {
+            Some(
+                serde_json::from_str::<u64>(raw.get()).map_err(|_| DecodeError::BadId {
+                    found: excerpt(raw.get()),
+                })?,
+            )
         }
     };
-    let outcome = match (object.remove("result"), object.remove("error")) {
+    let outcome = match (result, error) {
         (Some(_), Some(_)) => return Err(DecodeError::ResultAndError),
         (None, None) => return Err(DecodeError::Shapeless),
         (Some(result), None) => {
             if id.is_none() {
                 return Err(DecodeError::NullIdOnSuccess);
             }
-            Ok(result)
+            Ok(result.to_owned())
         }
-        (None, Some(error)) => Err(serde_json::from_value::<ErrorObject>(error).map_err(|e| {
-            DecodeError::BadError {
+        (None, Some(error)) => Err(serde_json::from_str::<ErrorObject>(error.get()).map_err(
+            |e| DecodeError::BadError {
                 detail: e.to_string(),
-            }
-        })?),
+            },
+        )?),
     };
     Ok(HostMessage::Response(Response { id, outcome }))
 }
 
 /// Parses one line as a request from the harness: the adapter side, for hosts written in Rust.
 pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
-    let object = parse_object(line)?;
-    check_version(&object)?;
-    serde_json::from_value(Value::Object(object)).map_err(|e| DecodeError::BadRequest {
+    let envelope = parse_envelope(line)?;
+    check_version(envelope.jsonrpc.0)?;
+    serde_json::from_slice(line).map_err(|e| DecodeError::BadRequest {
         detail: e.to_string(),
     })
 }
 
-fn parse_object(line: &[u8]) -> Result<Map<String, Value>, DecodeError> {
-    if line.iter().all(u8::is_ascii_whitespace) {
+fn parse_envelope(line: &[u8]) -> Result<Envelope<'_>, DecodeError> {
+    let Some(first) = line.iter().find(|b| !b.is_ascii_whitespace()) else {
         return Err(DecodeError::Blank);
+    };
+    // Checked first: serde would also read a JSON array as the envelope's
+    // members by position.
+    if *first != b'{' {
+        return Err(match serde_json::from_slice::<Value>(line) {
+            Ok(other) => DecodeError::NotAnObject {
+                found: kind(&other),
+            },
+            Err(error) => not_json(line, error),
+        });
     }
-    match serde_json::from_slice::<Value>(line) {
-        Ok(Value::Object(object)) => Ok(object),
-        Ok(other) => Err(DecodeError::NotAnObject {
-            found: kind(&other),
-        }),
-        Err(error) => Err(DecodeError::NotJson {
-            error: error.to_string(),
-            excerpt: String::from_utf8_lossy(&line[..line.len().min(EXCERPT)]).into_owned(),
-        }),
+    serde_json::from_slice::<Envelope>(line).map_err(|error| {
+        if error.classify() == serde_json::error::Category::Data {
+            DecodeError::Ambiguous {
+                error: error.to_string(),
+            }
+        } else {
+            not_json(line, error)
+        }
+    })
+}
+
+fn not_json(line: &[u8], error: serde_json::Error) -> DecodeError {
+    DecodeError::NotJson {
+        error: error.to_string(),
+        excerpt: String::from_utf8_lossy(&line[..line.len().min(EXCERPT)]).into_owned(),
     }
 }
 
-fn check_version(object: &Map<String, Value>) -> Result<(), DecodeError> {
-    match object.get("jsonrpc") {
+fn check_version(version: Option<&RawValue>) -> Result<(), DecodeError> {
+    match version {
         None => Err(DecodeError::MissingVersion),
-        Some(v) if serde_json::from_value::<JsonRpcVersion>(v.clone()).is_ok() => Ok(()),
-        Some(v) => Err(DecodeError::WrongVersion { found: describe(v) }),
+        Some(v) if serde_json::from_str::<JsonRpcVersion>(v.get()).is_ok() => Ok(()),
+        Some(v) => Err(DecodeError::WrongVersion {
+            found: excerpt(v.get()),
+        }),
     }
 }
 
@@ -306,10 +357,9 @@ fn kind(value: &Value) -> &'static str {
 }
 
 /// A short rendering of an offending value for an error message.
-fn describe(value: &Value) -> String {
-    let text = value.to_string();
+fn excerpt(text: &str) -> String {
     if text.len() <= EXCERPT {
-        text
+        text.to_string()
     } else {
         let mut end = EXCERPT;
         while !text.is_char_boundary(end) {
@@ -379,7 +429,7 @@ mod tests {
         let ok = decode_message(br#"{"jsonrpc":"2.0","id":7,"result":{"outcome":"ok"}}"#);
         assert_eq!(
             ok.unwrap(),
-            HostMessage::Response(Response::success(7, serde_json::json!({"outcome": "ok"})))
+            HostMessage::Response(Response::success(7, &serde_json::json!({"outcome": "ok"})))
         );
         let err =
             decode_message(br#"{"jsonrpc":"2.0","id":8,"error":{"code":-32601,"message":"no"}}"#);

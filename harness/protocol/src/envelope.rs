@@ -4,6 +4,7 @@ use delegation_model::Action;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The only `jsonrpc` value the protocol accepts. Serialises as `"2.0"`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -59,20 +60,37 @@ pub struct ErrorObject {
 }
 
 /// A response line as the harness reads it.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// The result stays raw JSON text until the caller types it (an
+/// `ActionResult`, an `InitializeResult`): parsing it once, straight into
+/// the type it must have, is most of what a round trip costs the harness.
+#[derive(Clone, Debug)]
 pub struct Response {
     /// `None` only for an error the host could not attribute to a request
     /// (JSON-RPC's `"id": null` after a parse error).
     pub id: Option<u64>,
-    pub outcome: Result<Value, ErrorObject>,
+    pub outcome: Result<Box<RawValue>, ErrorObject>,
+}
+
+impl PartialEq for Response {
+    fn eq(&self, other: &Response) -> bool {
+        self.id == other.id
+            && match (&self.outcome, &other.outcome) {
+                (Ok(a), Ok(b)) => a.get() == b.get(),
+                (Err(a), Err(b)) => a == b,
+                _ => false,
+            }
+    }
 }
 
 impl Response {
     /// Adapter-side helper: the line answering `id` with `result`.
-    pub fn success(id: u64, result: Value) -> Response {
+    pub fn success(id: u64, result: &impl Serialize) -> Response {
         Response {
             id: Some(id),
-            outcome: Ok(result),
+            outcome: Ok(
+                serde_json::value::to_raw_value(result).expect("protocol types always serialise")
+            ),
         }
     }
 
@@ -86,6 +104,16 @@ impl Response {
                 data: None,
             }),
         }
+    }
+
+    /// The result read as `T`; `None` for an error response.
+    pub fn result_as<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Option<Result<T, serde_json::Error>> {
+        self.outcome
+            .as_ref()
+            .ok()
+            .map(|raw| serde_json::from_str(raw.get()))
     }
 }
 
@@ -138,21 +166,20 @@ pub enum HostMessage {
     Notification(Notification),
 }
 
-/// Serialises one request line (newline included) from an action, without
-/// building an intermediate `Value`: the hot path of every step.
+/// Serialises one request line (newline included) from an action: the hot
+/// path of every step. An `Action` serialises as an object
+/// `{"method": .., "params": ..}`, so the envelope's members are written in
+/// front of its first member rather than merged through a map.
 pub fn encode_action(id: u64, action: &Action) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Line<'a> {
-        jsonrpc: JsonRpcVersion,
-        id: u64,
-        #[serde(flatten)]
-        action: &'a Action,
-    }
-    finish_line(serde_json::to_vec(&Line {
-        jsonrpc: JsonRpcVersion::V2,
-        id,
-        action,
-    }))
+    let mut line = Vec::with_capacity(128);
+    line.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    line.extend_from_slice(id.to_string().as_bytes());
+    line.push(b',');
+    let body = serde_json::to_vec(action).expect("protocol types always serialise");
+    debug_assert!(body.starts_with(b"{\"method\""));
+    line.extend_from_slice(&body[1..]);
+    line.push(b'\n');
+    line
 }
 
 /// Serialises one request line (newline included) for any method, such as `initialize`.

@@ -58,12 +58,16 @@ fn every_example_parses_into_the_protocol_types() {
                     let method = methods_by_id.get(&id).unwrap_or_else(|| {
                         panic!("{at}: answers id {id}, which no example request has")
                     });
-                    if let Ok(result) = response.outcome {
+                    if response.outcome.is_ok() {
                         if method == INITIALIZE {
-                            serde_json::from_value::<InitializeResult>(result)
+                            response
+                                .result_as::<InitializeResult>()
+                                .expect("a success")
                                 .unwrap_or_else(|e| panic!("{at}: bad InitializeResult: {e}"));
                         } else {
-                            let result: ActionResult = serde_json::from_value(result)
+                            let result: ActionResult = response
+                                .result_as()
+                                .expect("a success")
                                 .unwrap_or_else(|e| panic!("{at}: bad ActionResult: {e}"));
                             assert_eq!(
                                 result.reason.is_some(),
