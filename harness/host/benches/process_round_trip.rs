@@ -9,8 +9,10 @@ use std::process::Stdio;
 use criterion::{Criterion, criterion_group, criterion_main};
 use delegation_host::process::ProcessOptions;
 use delegation_host::{Host, ProcessLauncher};
-use delegation_model::Action;
-use delegation_protocol::{Environment, InitializeParams, PROTOCOL_VERSION, encode_action};
+use delegation_model::{Action, ActionResult};
+use delegation_protocol::{
+    Environment, HostMessage, InitializeParams, PROTOCOL_VERSION, decode_message, encode_action,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
@@ -60,6 +62,7 @@ fn round_trip(c: &mut Criterion) {
 
     // The same request bytes, echoed back unchanged by `cat`.
     let line = encode_action(1, &Action::Observe);
+    let _in_runtime = runtime.enter();
     let mut cat = Command::new("cat")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -81,6 +84,21 @@ fn round_trip(c: &mut Criterion) {
                     .expect("cat writes");
             });
             assert_eq!(echoed.len(), line.len());
+        })
+    });
+
+    // The harness-side CPU share of a round trip, without any pipe: encode the
+    // request, decode a typical answer, and type it.
+    let answer = br#"{"jsonrpc":"2.0","id":1,"result":{"outcome":"ok","observed":{"now":0,"auto_approve":false,"instances":[],"approvals":[],"receipts":[],"grants":[],"capabilities":[],"records":[]}}}"#;
+    group.bench_function("codec_only", |b| {
+        b.iter(|| {
+            let line = encode_action(1, &Action::Observe);
+            let message = decode_message(answer).expect("the answer decodes");
+            let HostMessage::Response(response) = message else {
+                panic!("a response")
+            };
+            let result: ActionResult = response.result_as().expect("a result").expect("typed");
+            (line, result)
         })
     });
     group.finish();

@@ -20,7 +20,7 @@ use delegation_protocol::{
     LineDecoder, LineTooLong, LogParams, PROTOCOL_VERSION, STORE_DIR_ENV, encode_action,
     encode_request, error_code,
 };
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::task::JoinHandle;
@@ -266,7 +266,12 @@ impl ProcessHost {
     }
 
     /// Sends one request and returns its `result`, under the request deadline.
-    async fn request(&mut self, method: &str, id: u64, line: Vec<u8>) -> Result<Value, HostError> {
+    async fn request(
+        &mut self,
+        method: &str,
+        id: u64,
+        line: Vec<u8>,
+    ) -> Result<Box<RawValue>, HostError> {
         if let Some(verdict) = &self.broken {
             return Err(verdict.clone());
         }
@@ -293,7 +298,12 @@ impl ProcessHost {
         id
     }
 
-    async fn exchange(&mut self, method: &str, id: u64, line: &[u8]) -> Result<Value, Stop> {
+    async fn exchange(
+        &mut self,
+        method: &str,
+        id: u64,
+        line: &[u8],
+    ) -> Result<Box<RawValue>, Stop> {
         let stdin = self.stdin.as_mut().ok_or(Stop::Gone)?;
         if stdin.write_all(line).await.is_err() || stdin.flush().await.is_err() {
             return Err(Stop::Gone);
@@ -451,7 +461,7 @@ impl Host for ProcessHost {
         let line = encode_request(id, INITIALIZE, &params);
         let result = self.request(INITIALIZE, id, line).await?;
         let result: InitializeResult =
-            serde_json::from_value(result).map_err(|e| HostError::Protocol {
+            serde_json::from_str(result.get()).map_err(|e| HostError::Protocol {
                 method: INITIALIZE.into(),
                 detail: format!("result does not match InitializeResult: {e}"),
             })?;
@@ -476,7 +486,7 @@ impl Host for ProcessHost {
         let result = self.request(method, id, encode_action(id, action)).await?;
         // A result of the wrong shape is a violation for this step, but the
         // stream is still in step, so the host is not marked broken.
-        serde_json::from_value(result).map_err(|e| HostError::Protocol {
+        serde_json::from_str(result.get()).map_err(|e| HostError::Protocol {
             method: method.to_string(),
             detail: format!("result does not match ActionResult: {e}"),
         })

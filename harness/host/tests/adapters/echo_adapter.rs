@@ -42,26 +42,29 @@ fn main() {
 }
 
 fn answer(id: u64, method: &str) -> Response {
-    let result = match method {
-        INITIALIZE => serde_json::to_value(InitializeResult {
-            host: HostInfo {
-                name: "echo-adapter".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
+    match method {
+        INITIALIZE => Response::success(
+            id,
+            &InitializeResult {
+                host: HostInfo {
+                    name: "echo-adapter".into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                },
+                protocol_version: PROTOCOL_VERSION.into(),
+                capabilities: Vec::new(),
             },
-            protocol_version: PROTOCOL_VERSION.into(),
-            capabilities: Vec::new(),
-        }),
-        "state/observe" => serde_json::to_value(ActionResult {
-            observed: Some(Observed::default()),
-            ..ActionResult::ok()
-        }),
-        other => {
-            return Response::failure(
-                Some(id),
-                error_code::METHOD_NOT_FOUND,
-                format!("echo adapter implements only initialize and state/observe, not {other}"),
-            );
-        }
-    };
-    Response::success(id, result.expect("protocol types always serialise"))
+        ),
+        "state/observe" => Response::success(
+            id,
+            &ActionResult {
+                observed: Some(Observed::default()),
+                ..ActionResult::ok()
+            },
+        ),
+        other => Response::failure(
+            Some(id),
+            error_code::METHOD_NOT_FOUND,
+            format!("echo adapter implements only initialize and state/observe, not {other}"),
+        ),
+    }
 }
