@@ -5,6 +5,7 @@
 //! every other host against it.
 
 pub mod authority;
+pub mod defects;
 pub mod digest;
 pub mod eligibility;
 pub mod invariants;

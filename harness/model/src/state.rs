@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::authority::{AdmissionError, Authority, AuthorityRequest, admit};
+use crate::defects::Defect;
 use crate::digest::{ToolDefinition, digest_value, sha256_hex};
 use crate::eligibility::{Eligibility, class_of, eligibility};
 use crate::path::NormalPath;
@@ -235,6 +236,9 @@ pub struct HostState {
     // Run-scoped below: never written.
     pub grants: BTreeMap<Id, Grant>,
     pub faults: BTreeMap<FaultPoint, Option<u32>>,
+    /// A deliberate bug for `selftest` (see [`crate::defects`]); `None` in
+    /// every correct host. Never stored: the host sets it again after a restart.
+    pub defect: Option<Defect>,
 }
 
 fn to_value<T: Serialize>(v: &T) -> Value {
@@ -455,6 +459,7 @@ impl HostState {
 
     /// Every sealed tool of `ceiling` still matches its live definition (SD2, SD4).
     fn check_sealed_tools(
+        &self,
         inst: &InstanceRecord,
         names: &[&String],
         live: &LiveTools,
@@ -469,6 +474,8 @@ impl HostState {
             let sealed = &inst.ceiling.tools[*name];
             match live.get(*name) {
                 Some(def) if def.digest == *sealed => {}
+                // Defect tools-bound-by-name: a served name counts as a match.
+                Some(_) if self.has_defect(Defect::ToolsBoundByName) => {}
                 Some(def) => {
                     return Err(Denial::new(
                         DenyReason::ToolDrift,
@@ -500,7 +507,11 @@ impl HostState {
         inst.ceiling
             .tools
             .iter()
-            .filter_map(|(name, digest)| live.get(name).filter(|d| d.digest == *digest))
+            .filter_map(|(name, digest)| {
+                // Defect tools-bound-by-name: the model is shown the edited definition too.
+                let by_name = self.has_defect(Defect::ToolsBoundByName);
+                live.get(name).filter(|d| by_name || d.digest == *digest)
+            })
             .map(|d| d.raw.clone())
             .collect()
     }
@@ -664,7 +675,7 @@ impl HostState {
             ));
         }
         let names: Vec<&String> = effective.tools.keys().collect();
-        Self::check_sealed_tools(p, &names, live)?;
+        self.check_sealed_tools(p, &names, live)?;
         Ok(Admission {
             parent: parent.to_string(),
             request: request.clone(),
@@ -693,6 +704,12 @@ impl HostState {
         answer: &AuthorizerAnswer,
     ) -> Decided<(Admission, String)> {
         let body = match answer {
+            // Defect authorizer-timeout-allows: no answer is taken for an allow (fail open).
+            AuthorizerAnswer::TimedOut | AuthorizerAnswer::Unavailable(_)
+                if self.has_defect(Defect::AuthorizerTimeoutAllows) =>
+            {
+                return Ok((admission, format!("fail-open-{}", self.seq + 1)));
+            }
             AuthorizerAnswer::TimedOut => {
                 return Err(Denial::new(
                     DenyReason::AuthorizerUnavailable,
@@ -830,7 +847,9 @@ impl HostState {
         rec.decided_by = authorization.as_ref().map(|_| DecidedBy::External);
         let mut writes = vec![Self::instance_write(&inst), Self::record_write(&rec)];
         let mut consumed = None;
-        if let Some(rid) = &admission.receipt {
+        // Defect receipt-not-tombstoned: the receipt stays `issued` after its child is admitted.
+        let tombstone = !self.has_defect(Defect::ReceiptNotTombstoned);
+        if let Some(rid) = admission.receipt.as_ref().filter(|_| tombstone) {
             let mut r = self.receipts[rid].clone();
             r.state = ReceiptState::Consumed;
             rec.receipt_ids = vec![rid.clone()];
@@ -1001,7 +1020,7 @@ impl HostState {
         }
         let p = self.live_instance(parent)?;
         let names: Vec<&String> = stored.receipt.authority.tools.keys().collect();
-        Self::check_sealed_tools(p, &names, live)?;
+        self.check_sealed_tools(p, &names, live)?;
         Ok(Admission {
             parent: parent.into(),
             request: request.clone(),
@@ -1074,6 +1093,9 @@ impl HostState {
             r.allowed = true;
             writes.push(Self::record_write(&r));
             rec = Some(r);
+            if self.has_defect(Defect::TerminalNotPersisted) {
+                writes.remove(0); // Defect terminal-not-persisted: only the audit record is written.
+            }
         }
         if let Err(d) = self.commit(journal, writes) {
             self.seq = seq;
@@ -1113,6 +1135,13 @@ impl HostState {
     /// Turn admission: the instance is live, and the model may be called.
     /// Nothing has been sent to the model when this returns an error (TR1).
     pub fn begin_turn(&mut self, journal: &mut dyn Journal, id: &str) -> Decided<()> {
+        let terminal = self
+            .instances
+            .get(id)
+            .is_some_and(|i| i.state.is_terminal());
+        if terminal && self.has_defect(Defect::FollowupAfterClose) {
+            return Ok(()); // Defect followup-after-close: the turn goes to the model anyway.
+        }
         self.live_instance(id)?;
         if self.take_fault(FaultPoint::ModelCall) {
             self.transition(journal, id, LifecycleState::Failed)?;
@@ -1140,6 +1169,7 @@ impl HostState {
         if let Err(d) = self.live_instance(id) {
             return d.into();
         }
+        self.defect_rederive_ceiling(id); // Defect resume-rederives-ceiling; no-op otherwise.
         match self.transition(journal, id, LifecycleState::Running) {
             Ok(()) => {
                 let mut r = ActionResult::ok();
@@ -1283,12 +1313,15 @@ impl HostState {
             ));
         };
         let name = tool.to_string();
-        if let Err(d) = Self::check_sealed_tools(&inst, &[&name], live) {
+        if let Err(d) = self.check_sealed_tools(&inst, &[&name], live) {
             return ToolPlan::Denied(d);
         }
         let class = class_of(&live[tool].raw);
         let arguments_digest = digest_value(arguments).unwrap_or_else(|e| format!("invalid:{e}"));
         match eligibility(&inst.ceiling.approval_policy, &inst.ceiling.sandbox, class) {
+            // Defect auto-skips-read-only: the automatic path never asks the read-only rule.
+            Eligibility::Denied(DenyReason::ReadOnlyContext)
+                if self.auto_approve && self.has_defect(Defect::AutoSkipsReadOnly) => {}
             Eligibility::Denied(reason) => {
                 return ToolPlan::Denied(Denial::new(
                     reason,
@@ -1351,7 +1384,11 @@ impl HostState {
         approval.approval.decision = Some(Decision::Allow);
         approval.approval.decided_by = Some(DecidedBy::Policy);
         if let Err(d) = self.commit_decision(journal, &approval) {
-            return ToolPlan::Denied(d);
+            if !self.has_defect(Defect::SwallowStoreError) {
+                return ToolPlan::Denied(d);
+            }
+            // Defect swallow-store-error: the error is dropped and the allow goes out (seed 002).
+            self.approvals.insert(id.clone(), approval.clone());
         }
         if self.take_fault(FaultPoint::CrashAfterDecisionCommit) {
             return ToolPlan::Crash;
@@ -1424,7 +1461,10 @@ impl HostState {
                 format!("no approval request `{id}`"),
             ));
         };
-        if approval.approval.state != ApprovalState::Pending {
+        // Defect answer-twice: a settled request is answered (and dispatched) again.
+        if approval.approval.state != ApprovalState::Pending
+            && !self.has_defect(Defect::AnswerTwice)
+        {
             return ToolPlan::Denied(Denial::new(
                 DenyReason::EventReplayed,
                 format!("approval request `{id}` was already answered"),
@@ -1448,7 +1488,7 @@ impl HostState {
         }
         // The definition may have drifted while the request waited.
         let inst = self.instances[&instance].clone();
-        if let Err(d) = Self::check_sealed_tools(&inst, &[&approval.approval.tool], live) {
+        if let Err(d) = self.check_sealed_tools(&inst, &[&approval.approval.tool], live) {
             return ToolPlan::Denied(d);
         }
         if decision == Decision::AllowExact {
@@ -1545,6 +1585,9 @@ impl HostState {
         }
         self.capabilities.insert(id.clone(), record);
         let mut r = ActionResult::ok();
+        if self.has_defect(Defect::SecretInAudit) {
+            r.detail = Some(format!("issued capability {id} with secret {secret}")); // Defect secret-in-audit.
+        }
         r.capability = Some(CapabilityToken {
             id,
             secret: generated.then_some(secret),
@@ -1640,7 +1683,7 @@ impl HostState {
             Err(d) => return (ToolPlan::Denied(d), None),
         };
         let name = tool.to_string();
-        if let Err(d) = Self::check_sealed_tools(&inst, &[&name], live) {
+        if let Err(d) = self.check_sealed_tools(&inst, &[&name], live) {
             return (ToolPlan::Denied(d), None);
         }
         if inst.ceiling.approval_policy.is_bounded()
@@ -1682,6 +1725,9 @@ impl HostState {
     /// The MCP server announced `tools/list_changed`: every live instance's
     /// seal is invalid until a new receipt (SD3). Durable, so a restart does not forget it.
     pub fn tool_list_changed(&mut self, journal: &mut dyn Journal) -> Decided<()> {
+        if self.has_defect(Defect::SilentListChanged) {
+            return Ok(()); // Defect silent-list-changed: the notification is dropped.
+        }
         let mut writes = Vec::new();
         let mut updated = Vec::new();
         for inst in self.instances.values() {

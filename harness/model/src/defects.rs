@@ -1,0 +1,227 @@
+//! Deliberate single defects ("mutants") of the reference host, so the harness can prove its scenarios catch real bugs.
+//!
+//! A scenario catalogue that passes on the correct host proves little by
+//! itself: a check that never fails is no check. Each [`Defect`] re-creates
+//! one bug that real hosts shipped or nearly shipped (see `seeds/` and
+//! MODEL.md), breaks exactly one invariant, and is switched on only through
+//! [`HostState::set_defect`]; the model's own `World`, `HostState::default`
+//! and `HostState::restore` never set one. `delegation-harness selftest`
+//! runs the catalogue against every defect and expects each to be killed by
+//! a scenario that names the defect's invariant.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::state::{Admission, HostState};
+use crate::vocabulary::InvariantId;
+use crate::wire::{ApprovalState, DecidedBy, Decision, SpawnRequest};
+
+macro_rules! defects {
+    ($( $variant:ident, $name:literal, $id:ident, $description:literal; )*) => {
+        /// One realistic defect; the hook that applies it names it in a comment.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum Defect { $( $variant, )* }
+
+        impl Defect {
+            pub const ALL: &'static [Defect] = &[ $( Defect::$variant, )* ];
+
+            /// The kebab-case name used by `--defect` and in the kill matrix.
+            pub fn name(self) -> &'static str {
+                match self { $( Defect::$variant => $name, )* }
+            }
+
+            /// The invariant this defect breaks: a scenario naming it must fail.
+            pub fn invariant(self) -> InvariantId {
+                match self { $( Defect::$variant => InvariantId::$id, )* }
+            }
+
+            /// The real-world bug this defect models, in one line.
+            pub fn description(self) -> &'static str {
+                match self { $( Defect::$variant => $description, )* }
+            }
+        }
+    };
+}
+
+defects! {
+    ChildBeforePolicyCheck, "child-before-policy-check", ZC1,
+        "the child is created and starts working before the policy check; a refusal then closes it, but it existed (seed 000)";
+    ModelRequestBeforeAdmission, "model-request-before-admission", ZC2,
+        "the child's first model turn is sent while admission is still running, so a refused child still costs a model request";
+    FollowupAfterClose, "followup-after-close", TR1,
+        "a follow-up turn addressed to a closed instance is forwarded to the model instead of being refused";
+    TerminalNotPersisted, "terminal-not-persisted", TR3,
+        "close is kept in memory only: after a restart the closed instance is running again";
+    ToolsBoundByName, "tools-bound-by-name", SD2,
+        "the drift check compares tool names only, so an edited definition (a poisoned description) is dispatched";
+    SilentListChanged, "silent-list-changed", SD3,
+        "notifications/tools/list_changed is ignored and sealed tools keep running against the new list";
+    SwallowStoreError, "swallow-store-error", PG1,
+        "a failed write of the automatic decision is swallowed by the event bus and the allow is dispatched anyway (seed 002)";
+    AutoSkipsReadOnly, "auto-skips-read-only", PG3,
+        "the automatic approval path skips the read-only check that the manual path applies (seed 002, second review)";
+    AnswerTwice, "answer-twice", PG2,
+        "a second answer to an already answered approval request dispatches the call again";
+    ResumeRederivesCeiling, "resume-rederives-ceiling", TR2,
+        "a resume derives the child's authority again from its parent's ceiling instead of restoring the sealed one";
+    ReceiptNotTombstoned, "receipt-not-tombstoned", RC1,
+        "consuming a receipt does not tombstone it, so the same receipt admits a second child";
+    AuthorizerTimeoutAllows, "authorizer-timeout-allows", EA2,
+        "an authorizer that times out or is unreachable counts as allow: the host fails open";
+    SecretInAudit, "secret-in-audit", TC4,
+        "the capability secret is logged verbatim in the issuing answer's detail";
+    PendingRestoredAsAllowed, "pending-restored-as-allowed", RS2,
+        "after a restart a pending approval request is restored as allowed by policy";
+}
+
+impl fmt::Display for Defect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Defect {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Defect, String> {
+        Defect::ALL
+            .iter()
+            .copied()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Defect::ALL.iter().map(|d| d.name()).collect();
+                format!(
+                    "`{s}` is not a defect; expected one of: {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// The parts of defects too long for a one-line hook in `state.rs`; each is
+/// a no-op unless its defect is switched on.
+impl HostState {
+    /// Switches a defect on (or off with `None`). Called by the host after
+    /// [`HostState::restore`], which is where `pending-restored-as-allowed`
+    /// does its damage.
+    pub fn set_defect(&mut self, defect: Option<Defect>) {
+        self.defect = defect;
+        if defect == Some(Defect::PendingRestoredAsAllowed) {
+            for a in self.approvals.values_mut() {
+                if a.approval.state == ApprovalState::Pending {
+                    a.approval.state = ApprovalState::Decided;
+                    a.approval.decision = Some(Decision::Allow);
+                    a.approval.decided_by = Some(DecidedBy::Policy);
+                }
+            }
+        }
+    }
+
+    pub fn has_defect(&self, defect: Defect) -> bool {
+        self.defect == Some(defect)
+    }
+
+    /// `child-before-policy-check`: the admission the host commits before it
+    /// checks anything, with the parent's whole ceiling as the child's authority.
+    pub fn defect_unchecked_admission(
+        &self,
+        parent: &str,
+        request: &SpawnRequest,
+    ) -> Option<Admission> {
+        if !self.has_defect(Defect::ChildBeforePolicyCheck) {
+            return None;
+        }
+        let p = self.instances.get(parent)?;
+        Some(Admission {
+            parent: parent.to_string(),
+            request: request.clone(),
+            effective: p.ceiling.clone(),
+            commitment: HostState::commitment(request),
+            receipt: None,
+        })
+    }
+
+    /// `resume-rederives-ceiling`: replaces a child's sealed ceiling with its
+    /// parent's current one before the resume is committed.
+    pub fn defect_rederive_ceiling(&mut self, id: &str) {
+        if !self.has_defect(Defect::ResumeRederivesCeiling) {
+            return;
+        }
+        let parent_ceiling = self
+            .instances
+            .get(id)
+            .and_then(|i| i.parent.as_ref())
+            .and_then(|p| self.instances.get(p))
+            .map(|p| p.ceiling.clone());
+        if let (Some(ceiling), Some(inst)) = (parent_ceiling, self.instances.get_mut(id)) {
+            inst.ceiling = ceiling;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_defect_has_a_name_an_invariant_and_a_description_and_names_round_trip() {
+        let mut names = BTreeSet::new();
+        for &d in Defect::ALL {
+            let name = d.name();
+            assert!(
+                !name.is_empty()
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '-' || c.is_ascii_digit()),
+                "{d:?}: `{name}` is not kebab-case"
+            );
+            assert!(names.insert(name), "{name} is used twice");
+            assert!(
+                InvariantId::ALL.contains(&d.invariant()),
+                "{name}: unknown invariant"
+            );
+            assert!(
+                d.description().len() > 20,
+                "{name}: the description must say what bug it models"
+            );
+            assert_eq!(name.parse::<Defect>(), Ok(d));
+            assert_eq!(d.to_string(), name);
+            assert_eq!(
+                serde_json::to_value(d).unwrap(),
+                serde_json::json!(name),
+                "serde and name() agree"
+            );
+        }
+        let err = "no-such-defect".parse::<Defect>().unwrap_err();
+        assert!(
+            err.contains("child-before-policy-check"),
+            "the error lists valid names: {err}"
+        );
+    }
+
+    #[test]
+    fn every_headline_family_has_a_defect() {
+        let families: BTreeSet<&str> = Defect::ALL.iter().map(|d| d.invariant().family()).collect();
+        for id in [
+            InvariantId::ZC1,
+            InvariantId::TR1,
+            InvariantId::SD2,
+            InvariantId::PG1,
+        ] {
+            assert!(
+                families.contains(id.family()),
+                "no defect breaks the {} family",
+                id.family()
+            );
+        }
+    }
+
+    #[test]
+    fn a_default_or_restored_state_has_no_defect() {
+        assert_eq!(HostState::default().defect, None);
+        assert_eq!(HostState::restore(&[]).unwrap().defect, None);
+    }
+}
