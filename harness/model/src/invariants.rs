@@ -1150,6 +1150,10 @@ fn pg1(history: &[HistoryEntry]) -> Vec<Violation> {
                 }
             }
         }
+        // Armed faults are run-scoped: a restarted host starts with none.
+        if matches!(entry.kind, StepKind::Restart) {
+            armed = None;
+        }
         match ok_result(entry) {
             Some((Action::ArmFault { point, times }, _)) if is_approval_write_fault(*point) => {
                 armed = Some(*times)
@@ -2656,6 +2660,9 @@ fn tc5(history: &[HistoryEntry]) -> Vec<Violation> {
                 completed.entry(&call.tool).or_insert(entry.step);
             }
         }
+        if matches!(entry.kind, StepKind::Restart) {
+            delivery_failing = false;
+        }
         match ok_result(entry) {
             Some((
                 Action::ArmFault {
@@ -2693,7 +2700,11 @@ fn restarts(history: &[HistoryEntry]) -> Vec<RestartView<'_>> {
     let mut last: Option<&Observed> = None;
     for (index, entry) in history.iter().enumerate() {
         if let StepKind::Restart = entry.kind {
-            found.push((entry, last, next_observation(history, index)));
+            // The restart step's own observation (when the runner made one) is the first after it.
+            let after = observed_of(entry)
+                .map(|o| (entry.step, o))
+                .or_else(|| next_observation(history, index));
+            found.push((entry, last, after));
         }
         if let Some(observed) = observed_of(entry) {
             last = Some(observed);

@@ -24,7 +24,7 @@ pub type Id = String;
 pub type Millis = u64;
 
 /// Host-wide settings, sent once after `initialize` and again after a restart.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Configuration {
     /// Role defaults by role name. A role absent here has no default: the parent's ceiling applies.
@@ -46,6 +46,19 @@ pub struct Configuration {
 
 fn default_receipt_ttl() -> Millis {
     60_000
+}
+
+/// The same defaults an empty JSON object gets, so that code and scenario files agree.
+impl Default for Configuration {
+    fn default() -> Self {
+        Configuration {
+            roles: BTreeMap::new(),
+            auto_approve: false,
+            strict_mode: false,
+            authorizer_required: false,
+            receipt_ttl_ms: default_receipt_ttl(),
+        }
+    }
 }
 
 /// A root instance the harness starts directly.
