@@ -296,10 +296,14 @@ pub fn decode_message(line: &[u8]) -> Result<HostMessage, DecodeError> {
 
 /// Parses one line as a request from the harness: the adapter side, for hosts written in Rust.
 pub fn decode_request(line: &[u8]) -> Result<Request, DecodeError> {
-    let envelope = parse_envelope(line)?;
-    check_version(envelope.jsonrpc.0)?;
-    serde_json::from_slice(line).map_err(|e| DecodeError::BadRequest {
-        detail: e.to_string(),
+    // One pass for a good request; the envelope pass runs only to explain a bad one.
+    serde_json::from_slice(line).map_err(|error| {
+        match parse_envelope(line).and_then(|envelope| check_version(envelope.jsonrpc.0)) {
+            Err(specific) => specific,
+            Ok(()) => DecodeError::BadRequest {
+                detail: error.to_string(),
+            },
+        }
     })
 }
 
@@ -498,6 +502,30 @@ mod tests {
                 "{:?}: `{message}` does not mention `{expected}`",
                 String::from_utf8_lossy(line)
             );
+        }
+    }
+
+    #[test]
+    fn adapter_side_decoder_explains_bad_requests() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"nonsense", "not JSON"),
+            (br#"{"id":1,"method":"state/observe"}"#, "no `jsonrpc`"),
+            (
+                br#"{"jsonrpc":"2","id":1,"method":"state/observe"}"#,
+                r#"`jsonrpc` is "2""#,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","method":"state/observe"}"#,
+                "missing field `id`",
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"x","extra":1}"#,
+                "unknown field `extra`",
+            ),
+        ];
+        for (line, expected) in cases {
+            let message = decode_request(line).unwrap_err().to_string();
+            assert!(message.contains(expected), "{message} lacks `{expected}`");
         }
     }
 
