@@ -1105,8 +1105,9 @@ impl HostState {
         if let Some(r) = rec {
             self.records.push(r);
         }
-        if next.is_terminal() {
-            // Exact-call grants do not outlive the instance (PG6).
+        if next.is_terminal() || next == LifecycleState::Completed {
+            // Exact-call grants last for the run they were given in: completion,
+            // cancellation and failure end them (PG6), as a restart does.
             self.grants.retain(|_, g| g.grant.instance != id);
         }
         Ok(())
@@ -1491,7 +1492,8 @@ impl HostState {
         if let Err(d) = self.check_sealed_tools(&inst, &[&approval.approval.tool], live) {
             return ToolPlan::Denied(d);
         }
-        if decision == Decision::AllowExact {
+        // A grant is for the running instance's current run; an idle one has no run to extend.
+        if decision == Decision::AllowExact && inst.state == LifecycleState::Running {
             let gid = self.fresh_id("grant");
             self.grants.insert(
                 gid.clone(),
