@@ -8,6 +8,7 @@ pub mod authority;
 pub mod defects;
 pub mod digest;
 pub mod eligibility;
+pub mod fuzzing;
 pub mod invariants;
 pub mod path;
 pub mod state;

@@ -10,6 +10,7 @@
 pub mod codec;
 pub mod codes;
 pub mod envelope;
+pub mod fuzzing;
 pub mod handshake;
 pub mod schema;
 
