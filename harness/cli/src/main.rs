@@ -5,6 +5,8 @@
 //! error (also an interrupted run without violations: nothing was proven),
 //! 3 inconclusive only.
 
+mod selftest;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -44,6 +46,9 @@ enum Command {
         #[command(flatten)]
         catalogue: CatalogueArgs,
     },
+    /// Measure the catalogue: run it against the correct reference host and
+    /// against deliberately broken ones, and print which mutants it kills.
+    Selftest(selftest::SelftestArgs),
 }
 
 #[derive(Args)]
@@ -117,6 +122,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::List(args) => list(args).map(|()| exit_code::SUCCESS),
         Command::Explain { id, catalogue } => explain(id, catalogue).map(|()| exit_code::SUCCESS),
+        Command::Selftest(args) => selftest::selftest(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),
@@ -151,7 +157,7 @@ fn load(args: &CatalogueArgs) -> anyhow::Result<Catalogue> {
 
 fn launcher(host: Option<&str>, step_timeout: Duration) -> anyhow::Result<Arc<dyn HostLauncher>> {
     Ok(match host {
-        None => Arc::new(ReferenceLauncher),
+        None => Arc::new(ReferenceLauncher::default()),
         Some(cmd) => {
             let options = delegation_host::process::ProcessOptions {
                 request_timeout: step_timeout,

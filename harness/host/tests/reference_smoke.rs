@@ -161,9 +161,12 @@ fn reply(seen: &Seen) -> ActionResult {
 async fn in_process_and_subprocess_reference_hosts_observe_the_same() {
     let guard = Duration::from_secs(60);
     let dir_a = tempfile::tempdir().unwrap();
-    let in_process = tokio::time::timeout(guard, run_sequence(&ReferenceLauncher, dir_a.path()))
-        .await
-        .expect("in-process run finished");
+    let in_process = tokio::time::timeout(
+        guard,
+        run_sequence(&ReferenceLauncher::default(), dir_a.path()),
+    )
+    .await
+    .expect("in-process run finished");
 
     // The sequence means what it says: these facts hold on the reference host.
     assert_eq!(

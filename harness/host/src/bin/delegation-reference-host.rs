@@ -33,7 +33,7 @@ async fn main() {
     let store_dir = std::env::var_os("DELEGATION_STORE_DIR")
         .map(PathBuf::from)
         .unwrap_or_default();
-    let mut host = ReferenceHost::new(&store_dir);
+    let mut host = ReferenceHost::with_defect(&store_dir, defect_from_args());
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -97,6 +97,29 @@ async fn main() {
         }
     }
     let _ = host.shutdown().await;
+}
+
+/// The hidden `--defect NAME` flag: runs a deliberately broken host for
+/// `selftest`-style checks of a catalogue through the subprocess path.
+/// An unknown name or a stray argument exits 2 with the valid names.
+fn defect_from_args() -> Option<delegation_model::defects::Defect> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [] => None,
+        [flag, name] if flag == "--defect" => match name.parse() {
+            Ok(d) => Some(d),
+            Err(e) => {
+                eprintln!("delegation-reference-host: --defect: {e}");
+                std::process::exit(2);
+            }
+        },
+        other => {
+            eprintln!(
+                "delegation-reference-host: unexpected arguments {other:?}; it takes none (speaks JSON-RPC on stdio)"
+            );
+            std::process::exit(2);
+        }
+    }
 }
 
 /// Whether `method` names an action at all, to tell "unknown method" from "bad params".

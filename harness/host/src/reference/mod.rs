@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use delegation_model::defects::Defect;
 use delegation_model::digest::sha256_hex;
 use delegation_model::state::{Admission, AuthorizerAnswer, HostState, LiveTools, ToolPlan};
 use delegation_model::{
@@ -67,15 +68,24 @@ pub struct ReferenceHost {
     running: Option<Running>,
     /// Set when the crash fault fired: the host is dead until restarted.
     crashed: bool,
+    /// A deliberate bug for `selftest`; `None` is the correct host.
+    defect: Option<Defect>,
 }
 
 impl ReferenceHost {
     pub fn new(store_dir: &Path) -> ReferenceHost {
+        ReferenceHost::with_defect(store_dir, None)
+    }
+
+    /// A reference host with one deliberate bug (see [`delegation_model::defects`]),
+    /// kept across restarts; only `selftest` and the hidden `--defect` flag use it.
+    pub fn with_defect(store_dir: &Path, defect: Option<Defect>) -> ReferenceHost {
         ReferenceHost {
             store_dir: store_dir.to_path_buf(),
             http: reqwest::Client::new(),
             running: None,
             crashed: false,
+            defect,
         }
     }
 
@@ -290,25 +300,21 @@ impl ReferenceHost {
             let admission = match admitted {
                 Ok(a) => a,
                 Err(d) => {
-                    return Ok(run.state.deny_delegation(
-                        &mut run.journal,
-                        transition,
-                        parent,
-                        request,
-                        d,
-                    ));
+                    let denied =
+                        run.state
+                            .deny_delegation(&mut run.journal, transition, parent, request, d);
+                    self.defect_refused_child(parent, request).await?;
+                    return Ok(denied);
                 }
             };
             let (admission, authorization) = match run.authorize(admission).await {
                 Ok(a) => a,
                 Err(d) => {
-                    return Ok(run.state.deny_delegation(
-                        &mut run.journal,
-                        transition,
-                        parent,
-                        request,
-                        d,
-                    ));
+                    let denied =
+                        run.state
+                            .deny_delegation(&mut run.journal, transition, parent, request, d);
+                    self.defect_refused_child(parent, request).await?;
+                    return Ok(denied);
                 }
             };
             let (child, effective) =
@@ -335,6 +341,50 @@ impl ReferenceHost {
             result.turn = first.turn;
             Ok(result)
         })
+    }
+
+    /// Defects child-before-policy-check and model-request-before-admission:
+    /// what a buggy host already did for a child that is then refused. No-op otherwise.
+    async fn defect_refused_child(
+        &mut self,
+        parent: &str,
+        request: &SpawnRequest,
+    ) -> Result<(), HostError> {
+        let method = "instance/delegate";
+        match self.defect {
+            Some(Defect::ChildBeforePolicyCheck) => {
+                let run = self.running(method)?;
+                let Some(admission) = run.state.defect_unchecked_admission(parent, request) else {
+                    return Ok(());
+                };
+                if let Ok((child, _)) = run.state.commit_child(&mut run.journal, admission, None) {
+                    self.turn(&child, &request.task).await?;
+                    let run = self.running(method)?;
+                    run.state
+                        .end(&mut run.journal, &child, LifecycleState::Closed);
+                }
+            }
+            Some(Defect::ModelRequestBeforeAdmission) => {
+                let http = self.http.clone();
+                let run = self.running(method)?;
+                // The id the child would have had; never an instance of this host.
+                let child = format!("pending-child-{}", run.state.next_id + 1);
+                let url = format!(
+                    "{}/neutral/turn",
+                    run.environment.model_endpoint.trim_end_matches('/')
+                );
+                let body = json!({"instance": child, "role": request.role, "input": request.task, "tools": []});
+                let _ = http
+                    .post(url)
+                    .header("x-delegation-instance", &child)
+                    .json(&body)
+                    .timeout(MODEL_TIMEOUT)
+                    .send()
+                    .await;
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     async fn turn(&mut self, instance: &str, input: &str) -> Result<ActionResult, HostError> {
@@ -470,6 +520,7 @@ impl Host for ReferenceHost {
             .load()
             .map_err(|e| HostError::Launch(e.to_string()))?;
         let mut state = HostState::restore(&rows).map_err(HostError::Launch)?;
+        state.set_defect(self.defect);
         if state.seal_key.is_empty() {
             state.seal_key = fresh_seal_key(&dir);
         }
@@ -669,17 +720,23 @@ impl Host for ReferenceHost {
     }
 }
 
-/// Starts in-process reference hosts.
+/// Starts in-process reference hosts; `ReferenceLauncher::default()` is the correct host.
 #[derive(Clone, Debug, Default)]
-pub struct ReferenceLauncher;
+pub struct ReferenceLauncher {
+    /// A deliberate bug every launched host carries (`selftest`'s mutants).
+    pub defect: Option<Defect>,
+}
 
 #[async_trait]
 impl HostLauncher for ReferenceLauncher {
     async fn launch(&self, store_dir: &Path) -> Result<Box<dyn Host>, HostError> {
-        Ok(Box::new(ReferenceHost::new(store_dir)))
+        Ok(Box::new(ReferenceHost::with_defect(store_dir, self.defect)))
     }
 
     fn describe(&self) -> String {
-        "delegation-reference-host (in-process)".into()
+        match self.defect {
+            None => "delegation-reference-host (in-process)".into(),
+            Some(d) => format!("delegation-reference-host (in-process, defect {d})"),
+        }
     }
 }

@@ -34,7 +34,7 @@ async fn every_scenario_passes_on_the_reference_host_with_one_snapshot_each() {
     let (_keep, interrupt) = tokio::sync::watch::channel(false);
     let report = delegation_runner::run(
         scenarios,
-        Arc::new(ReferenceLauncher),
+        Arc::new(ReferenceLauncher::default()),
         Arc::new(ObserverWorlds),
         RunOptions {
             jobs: 2,
