@@ -86,7 +86,7 @@ fn every_example_parses_into_the_protocol_types() {
             panic!("{at}: example lines start with `-> ` (request) or `<- ` (host message)");
         }
     }
-    let all: BTreeSet<String> = all_methods().into_iter().map(String::from).collect();
+    let all: BTreeSet<String> = all_methods().into_iter().collect();
     let missing: Vec<_> = all.difference(&methods).collect();
     assert!(
         missing.is_empty(),
