@@ -1049,26 +1049,29 @@ fn sd5(history: &[HistoryEntry]) -> Vec<Violation> {
             return;
         };
         for tool in request.authority.tools.iter().flatten() {
-            let unsealable =
-                match parent_ceiling.tools.get(tool) {
-                    None => Some("the parent's ceiling does not seal it".to_string()),
-                    Some(digest) => changes
-                        .iter()
-                        .filter(|d| d.step < entry.step)
-                        .find_map(|d| match d.change {
-                            WorldChange::ToolRemoved { tool: t } if t == tool => {
-                                Some(format!("it was removed at step {}", d.step))
-                            }
-                            WorldChange::ToolRedefined {
-                                tool: t,
-                                digest: new,
-                                ..
-                            } if t == tool && new != digest => {
-                                Some(format!("its definition changed at step {}", d.step))
-                            }
-                            _ => None,
-                        }),
-                };
+            let unsealable = match parent_ceiling.tools.get(tool) {
+                None => Some("the parent's ceiling does not seal it".to_string()),
+                // Only the tool's latest change counts: a removal followed by a
+                // redefinition the parent then sealed leaves it sealable.
+                Some(digest) => changes
+                    .iter()
+                    .filter(|d| d.step < entry.step)
+                    .rev()
+                    .find_map(|d| match d.change {
+                        WorldChange::ToolRemoved { tool: t } if t == tool => {
+                            Some(Some(format!("it was removed at step {}", d.step)))
+                        }
+                        WorldChange::ToolRedefined {
+                            tool: t,
+                            digest: new,
+                            ..
+                        } if t == tool => (new != digest)
+                            .then(|| format!("its definition changed at step {}", d.step))
+                            .into(),
+                        _ => None,
+                    })
+                    .flatten(),
+            };
             if let (Some(why), true) = (unsealable, result.is_ok()) {
                 out.push(violation(
                     InvariantId::SD5,

@@ -71,15 +71,19 @@ impl World {
         }
     }
 
-    fn live(&mut self) -> LiveTools {
-        if std::mem::take(&mut self.list_changed_pending) {
-            let _ = self.state.tool_list_changed(&mut self.journal);
+    /// The live tool list; a `list_changed` whose invalidation cannot be
+    /// committed refuses the action and stays pending, as the reference host does.
+    fn live(&mut self) -> Result<LiveTools, crate::state::Denial> {
+        if self.list_changed_pending {
+            self.state.tool_list_changed(&mut self.journal)?;
+            self.list_changed_pending = false;
         }
-        self.tools
+        Ok(self
+            .tools
             .values()
             .filter_map(|t| ToolDefinition::from_value(t.clone()).ok())
             .map(|d| (d.name.clone(), d))
-            .collect()
+            .collect())
     }
 
     /// Applies one change to the simulated observers and records it.
@@ -177,7 +181,10 @@ impl World {
     }
 
     fn perform(&mut self, action: &Action) -> ActionResult {
-        let live = self.live();
+        let live = match self.live() {
+            Ok(live) => live,
+            Err(d) => return d.into(),
+        };
         let j = &mut self.journal;
         match action {
             Action::Configure(c) => self.state.configure(j, c.clone()),
