@@ -1,10 +1,17 @@
 //! The Host trait the runner drives, the reference host, and the subprocess host.
 
+pub mod mcp_client;
+pub mod process;
+pub mod reference;
+
 use std::path::Path;
 
 use async_trait::async_trait;
 use delegation_model::{Action, ActionResult};
 use delegation_protocol::{InitializeParams, InitializeResult};
+
+pub use process::{ProcessHost, ProcessLauncher};
+pub use reference::{ReferenceHost, ReferenceLauncher};
 
 /// Why a host could not answer. Each is a verdict about the host, never a panic of the harness.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -53,10 +60,3 @@ pub trait HostLauncher: Send + Sync {
     /// A short description for reports, such as the command line.
     fn describe(&self) -> String;
 }
-
-pub mod reference;
-pub use reference::{ReferenceHost, ReferenceLauncher};
-
-pub mod process;
-pub use process::{ProcessHost, ProcessLauncher};
-pub mod mcp_client;
