@@ -44,7 +44,8 @@ pub enum SimChange {
 pub struct World {
     pub state: HostState,
     pub journal: MemoryJournal,
-    pub tools: BTreeMap<String, Value>,
+    /// The simulated tool server's definitions, digested once when they change.
+    pub tools: LiveTools,
     pub replies: Vec<(String, SimReply)>,
     pub authorizer: AuthorizerAnswer,
     pub history: Vec<HistoryEntry>,
@@ -60,7 +61,8 @@ impl World {
             journal: MemoryJournal::default(),
             tools: tools
                 .into_iter()
-                .filter_map(|t| Some((t.get("name")?.as_str()?.to_string(), t)))
+                .filter_map(|t| ToolDefinition::from_value(t).ok())
+                .map(|d| (d.name.clone(), d))
                 .collect(),
             replies,
             authorizer: AuthorizerAnswer::Unavailable("no authorizer scripted".into()),
@@ -78,12 +80,7 @@ impl World {
             self.state.tool_list_changed(&mut self.journal)?;
             self.list_changed_pending = false;
         }
-        Ok(self
-            .tools
-            .values()
-            .filter_map(|t| ToolDefinition::from_value(t.clone()).ok())
-            .map(|d| (d.name.clone(), d))
-            .collect())
+        Ok(self.tools.clone())
     }
 
     /// Applies one change to the simulated observers and records it.
@@ -100,7 +97,7 @@ impl World {
                     .map(|d| d.digest)
                     .unwrap_or_default();
                 let description_only = self.tools.get(&name).is_some_and(|old| {
-                    let mut a = old.clone();
+                    let mut a = old.raw.clone();
                     let mut b = definition.clone();
                     a["description"] = Value::Null;
                     b["description"] = Value::Null;
@@ -111,7 +108,15 @@ impl World {
                     digest,
                     description_only,
                 }));
-                self.tools.insert(name, definition);
+                match ToolDefinition::from_value(definition) {
+                    Ok(d) => {
+                        self.tools.insert(name, d);
+                    }
+                    // An undigestable definition is one the host cannot list: as good as removed.
+                    Err(_) => {
+                        self.tools.remove(&name);
+                    }
+                }
                 self.list_changed_pending |= announce;
             }
             SimChange::RemoveTool { name, announce } => {
