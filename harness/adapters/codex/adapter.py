@@ -1,0 +1,876 @@
+#!/usr/bin/env python3
+"""Host protocol v1 adapter for codex (`codex app-server`), Python 3 standard library only.
+
+Reads protocol v1 requests (JSON-RPC 2.0, one per line) on stdin and drives a
+pinned codex (0.171.0) through its app-server stdio protocol. codex is
+isolated in the store directory (CODEX_HOME with its own config.toml) and
+talks to the harness's model endpoint through a small loopback relay that
+only adds the `x-delegation-instance` / `x-delegation-role` headers, derived
+from the `thread-id` header codex itself sends; bodies and answers pass
+through unchanged, so the endpoint still counts every request.
+
+See README.md beside this file for the mapping, what is unsupported and why,
+and the findings.
+"""
+import http.client
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+CODEX_VERSION = "0.171.0"
+PACKAGE = "@openai/codex@" + CODEX_VERSION
+BINARY_SUFFIX = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"
+STATE_FILE = "codex-adapter-state.json"
+TURN_DEADLINE_S = float(os.environ.get("CODEX_ADAPTER_TURN_DEADLINE_S", "22"))
+SETTLE_S = float(os.environ.get("CODEX_ADAPTER_SETTLE_S", "0.3"))
+
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL = -32603
+UNSUPPORTED_OPTION = -32001
+HOST_FAILURE = -32002
+NOT_INITIALIZED = -32003
+BAD_VERSION = -32004
+
+TERMINAL = ("closed", "cancelled", "failed")
+
+# Methods of protocol v1 codex has no counterpart for: -32601 (unsupported), see README.
+UNSUPPORTED_METHODS = {
+    "instance/delegate": "codex has no client-facing delegation; children are created only by the model's spawn_agent call inside a turn",
+    "receipt/prepare": "codex has no delegation receipts",
+    "receipt/consume": "codex has no delegation receipts",
+    "receipt/revoke": "codex has no delegation receipts",
+    "instance/tool_call": "app-server has no way to inject a tool call as if a thread's model asked for it",
+    "instance/cancel": "codex has no cancelled state for an idle thread (turn/interrupt only stops a running turn)",
+    "instance/fail": "codex has no way to mark a thread failed from outside",
+    "instance/wait": "app-server has no wait on a thread; wait_agent is a model tool",
+    "event/deliver": "codex has no host events addressed by the client",
+    "approval/auto": "codex's automatic review (approvals_reviewer=auto_review) is a model-driven guardian, not a policy switch",
+    "grant/revoke": "codex has session-wide approvals (acceptForSession), not exact-call grants",
+    "capability/issue": "codex has no task capabilities",
+    "capability/call": "codex has no task capabilities",
+    "capability/revoke": "codex has no task capabilities",
+    "clock/set": "codex reads the system clock; it cannot run on the harness's clock",
+    "fault/arm": "codex has no fault injection points",
+    "fault/clear": "codex has no fault injection points",
+}
+
+
+def log(message):
+    sys.stderr.write("[codex-adapter] %s\n" % message)
+    sys.stderr.flush()
+
+
+class ProtocolError(Exception):
+    def __init__(self, code, message):
+        Exception.__init__(self, message)
+        self.code = code
+        self.message = message
+
+
+# ---------------------------------------------------------------- install
+
+
+def cache_dir():
+    base = os.environ.get("CODEX_ADAPTER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "delegation-harness")
+    return os.path.join(base, "codex-" + CODEX_VERSION)
+
+
+def find_binary(prefix):
+    candidate = os.path.join(prefix, BINARY_SUFFIX)
+    if os.access(candidate, os.X_OK):
+        return candidate
+    for root, _dirs, files in os.walk(os.path.join(prefix, "node_modules")):
+        if "codex" in files and os.sep + "bin" in root and "vendor" in root:
+            path = os.path.join(root, "codex")
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def ensure_codex():
+    """The pinned codex binary, installed into the cache on first use."""
+    explicit = os.environ.get("CODEX_ADAPTER_BINARY")
+    if explicit:
+        return explicit
+    prefix = cache_dir()
+    found = find_binary(prefix)
+    if found:
+        return found
+    os.makedirs(prefix, exist_ok=True)
+    log("installing %s into %s" % (PACKAGE, prefix))
+    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", prefix, PACKAGE],
+                          stdout=sys.stderr, stderr=sys.stderr)
+    found = find_binary(prefix)
+    if done.returncode != 0 or not found:
+        raise ProtocolError(HOST_FAILURE, "could not install %s into %s" % (PACKAGE, prefix))
+    return found
+
+
+# ---------------------------------------------------------------- state
+
+
+class State:
+    """The adapter's bookkeeping, committed to store_dir after every change.
+
+    It maps protocol instance ids to codex thread ids and keeps what codex has
+    no word for (the role and sealed authority the harness asked for). codex
+    keeps the threads themselves (rollouts in CODEX_HOME, also in store_dir).
+    """
+
+    def __init__(self, store_dir):
+        self.path = os.path.join(store_dir, STATE_FILE)
+        self.lock = threading.RLock()
+        self.next_instance = 1
+        self.next_approval = 1
+        self.instances = {}  # id -> dict(id, thread, parent, state, role, model, ceiling, requested, policy)
+        self.by_thread = {}
+        self.approvals = {}  # id -> dict (persisted part)
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                data = json.load(f)
+            self.next_instance = data["next_instance"]
+            self.next_approval = data["next_approval"]
+            self.instances = data["instances"]
+            self.approvals = data["approvals"]
+            for inst in self.instances.values():
+                if inst.get("thread"):
+                    self.by_thread[inst["thread"]] = inst["id"]
+                if inst["state"] == "running":
+                    # the turn died with the previous process; codex keeps the thread idle
+                    inst["state"] = "completed"
+
+    def commit(self):
+        with self.lock:
+            data = {"next_instance": self.next_instance, "next_approval": self.next_approval,
+                    "instances": self.instances, "approvals": self.approvals}
+            tmp = self.path + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+
+    def new_instance(self, thread, **fields):
+        with self.lock:
+            iid = "i-%d" % self.next_instance
+            self.next_instance += 1
+            inst = {"id": iid, "thread": thread, "parent": None, "state": "completed",
+                    "role": "worker", "model": "reference-model", "ceiling": None,
+                    "requested": None}
+            inst.update(fields)
+            self.instances[iid] = inst
+            if thread:
+                self.by_thread[thread] = iid
+            self.commit()
+            return inst
+
+    def instance_for_thread(self, thread, parent_thread=None, role=None):
+        """The instance of a codex thread, created on first sight (a child the relay saw first)."""
+        with self.lock:
+            iid = self.by_thread.get(thread)
+            if iid:
+                inst = self.instances[iid]
+                if parent_thread and not inst.get("parent"):
+                    parent = self.by_thread.get(parent_thread)
+                    if parent:
+                        inst["parent"] = parent
+                        self._inherit(inst, self.instances[parent])
+                        self.commit()
+                return inst
+            parent = self.by_thread.get(parent_thread) if parent_thread else None
+            inst = self.new_instance(thread, state="running", role=role or "worker")
+            if parent:
+                inst["parent"] = parent
+                self._inherit(inst, self.instances[parent])
+                self.commit()
+            return inst
+
+    def _inherit(self, inst, parent):
+        # codex gives a spawned child its parent's sandbox and approval policy.
+        if inst.get("ceiling") is None and parent.get("ceiling") is not None:
+            ceiling = dict(parent["ceiling"])
+            ceiling["delegation_depth"] = max(0, parent["ceiling"]["delegation_depth"] - 1)
+            inst["ceiling"] = ceiling
+            inst["policy"] = parent.get("policy")
+
+    def set_state(self, iid, state):
+        with self.lock:
+            inst = self.instances.get(iid)
+            if inst and inst["state"] != state:
+                inst["state"] = state
+                self.commit()
+
+
+# ---------------------------------------------------------------- relay
+
+
+def make_relay(target_base, state):
+    """A loopback HTTP relay to the model endpoint that adds the instance headers."""
+    target = urllib.parse.urlsplit(target_base)
+
+    class Relay(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, fmt, *args):
+            pass
+
+        def _forward(self):
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else b""
+            headers = {k: v for k, v in self.headers.items()
+                       if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
+            thread = self.headers.get("thread-id") or self.headers.get("session-id")
+            if thread:
+                inst = state.instance_for_thread(thread)
+                headers["x-delegation-instance"] = inst["id"]
+                headers["x-delegation-role"] = inst.get("role") or "worker"
+            conn = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=120)
+            try:
+                conn.request(self.command, (target.path.rstrip("/") + self.path), body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+            except OSError as e:
+                self.send_response(502)
+                payload = json.dumps({"error": {"message": "relay: %s" % e}}).encode()
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                return
+            finally:
+                conn.close()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in ("transfer-encoding", "content-length", "connection"):
+                    self.send_header(k, v)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_POST = _forward
+        do_GET = _forward
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Relay)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+# ---------------------------------------------------------------- app-server client
+
+
+class AppServer:
+    """One `codex app-server` process and its JSON-RPC-like stdio stream (no "jsonrpc" member)."""
+
+    def __init__(self, argv, env, on_notification, on_request):
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, start_new_session=False)
+        self.lock = threading.Lock()
+        self.cond = threading.Condition()
+        self.responses = {}
+        self.next_id = 1
+        self.on_notification = on_notification
+        self.on_request = on_request
+        self.alive = True
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _drain_stderr(self):
+        for line in self.proc.stderr:
+            sys.stderr.write("[codex] " + line.decode("utf-8", "replace"))
+        sys.stderr.flush()
+
+    def _read(self):
+        for raw in self.proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                log("codex wrote a non-JSON line: %r" % raw[:200])
+                continue
+            try:
+                if "method" in msg and "id" in msg:
+                    self.on_request(msg)
+                elif "method" in msg:
+                    self.on_notification(msg)
+                else:
+                    with self.cond:
+                        self.responses[msg.get("id")] = msg
+                        self.cond.notify_all()
+            except Exception as e:  # never let one odd message kill the reader
+                log("handling %s failed: %r" % (msg.get("method"), e))
+        with self.cond:
+            self.alive = False
+            self.cond.notify_all()
+
+    def send(self, msg):
+        data = (json.dumps(msg) + "\n").encode()
+        with self.lock:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+
+    def call(self, method, params, timeout=15.0):
+        with self.cond:
+            rid = self.next_id
+            self.next_id += 1
+        self.send({"id": rid, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while rid not in self.responses:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.alive:
+                    raise ProtocolError(HOST_FAILURE, "codex did not answer %s (%s)" % (
+                        method, "exited" if not self.alive else "timeout"))
+                self.cond.wait(left)
+            msg = self.responses.pop(rid)
+        return msg
+
+    def stop(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            try:
+                self.proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+# ---------------------------------------------------------------- mapping
+
+
+def codex_sandbox(sandbox):
+    """(thread/start `sandbox` mode, turn/start `sandboxPolicy`) for a protocol sandbox."""
+    if sandbox == "read-only":
+        return "read-only", {"type": "readOnly", "networkAccess": False}
+    if sandbox == "full-access":
+        return "danger-full-access", {"type": "dangerFullAccess"}
+    if isinstance(sandbox, dict) and "workspace-write" in sandbox:
+        ww = sandbox["workspace-write"] or {}
+        return "workspace-write", {"type": "workspaceWrite",
+                                   "writableRoots": list(ww.get("writable_roots") or []),
+                                   "networkAccess": bool(ww.get("network"))}
+    raise ProtocolError(UNSUPPORTED_OPTION, "sandbox %s has no codex counterpart (codex's externalSandbox "
+                        "means 'already sandboxed outside', which would widen)" % json.dumps(sandbox))
+
+
+def codex_approval(policy):
+    if policy in ("never", "untrusted", "on-request"):
+        return policy
+    raise ProtocolError(UNSUPPORTED_OPTION, "approval policy %s has no codex counterpart (codex's granular "
+                        "switches are per prompt kind, not per action class)" % json.dumps(policy))
+
+
+APPROVAL_CLASSES = {
+    "item/commandExecution/requestApproval": ("shell", "exec_command"),
+    "execCommandApproval": ("shell", "exec_command"),
+    "item/fileChange/requestApproval": ("file-write", "apply_patch"),
+    "applyPatchApproval": ("file-write", "apply_patch"),
+    "item/permissions/requestApproval": ("generic", "request_permissions"),
+    "mcpServer/elicitation/request": ("mcp", "mcp_elicitation"),
+}
+
+
+class Adapter:
+    def __init__(self):
+        self.initialized = False
+        self.state = None
+        self.server = None
+        self.relay = None
+        self.cond = threading.Condition()
+        self.turns = {}  # thread -> dict(turn_id, status, items, error, done)
+        self.thread_status = {}  # thread -> "idle" | "active" | ...
+        self.pending = {}  # approval id -> codex request message (live only)
+        self.spawned = []  # (parent thread, child thread) seen, in order
+        self.store_dir = None
+
+    # -- codex events (reader thread)
+
+    def on_notification(self, msg):
+        method, params = msg["method"], msg.get("params") or {}
+        thread = params.get("threadId")
+        with self.cond:
+            if method == "thread/started":
+                t = params.get("thread") or {}
+                parent = t.get("parentThreadId")
+                if parent:
+                    self.state.instance_for_thread(t["id"], parent_thread=parent,
+                                                   role=t.get("agentRole") or None)
+                    self.spawned.append((parent, t["id"]))
+            elif method == "thread/status/changed":
+                status = (params.get("status") or {}).get("type")
+                self.thread_status[thread] = status
+                iid = self.state.by_thread.get(thread)
+                if iid and self.state.instances[iid]["state"] not in TERMINAL:
+                    if status == "active":
+                        self.state.set_state(iid, "running")
+            elif method == "turn/started":
+                turn = params.get("turn") or {}
+                entry = self.turns.setdefault(thread, {})
+                entry.update({"turn_id": turn.get("id"), "done": False, "items": [], "error": None})
+                iid = self.state.by_thread.get(thread)
+                if iid:
+                    if self.state.instances[iid]["state"] in TERMINAL:
+                        # codex runs a turn for a thread we closed (resume_agent reopens it): report what codex does
+                        log("codex started a turn on %s, recorded %s: reporting it running" % (iid, self.state.instances[iid]["state"]))
+                    self.state.set_state(iid, "running")
+            elif method == "turn/completed":
+                turn = params.get("turn") or {}
+                entry = self.turns.setdefault(thread, {"items": []})
+                entry.update({"turn_id": turn.get("id"), "done": True, "status": turn.get("status"),
+                              "error": turn.get("error")})
+                iid = self.state.by_thread.get(thread)
+                if iid and self.state.instances[iid]["state"] == "running":
+                    self.state.set_state(iid, "completed")
+            elif method == "item/completed":
+                item = params.get("item") or {}
+                entry = self.turns.setdefault(thread, {"items": [], "done": False})
+                entry.setdefault("items", []).append(item)
+                if item.get("type") == "collabAgentToolCall" and item.get("tool") == "spawnAgent":
+                    for child in item.get("receiverThreadIds") or []:
+                        self.state.instance_for_thread(child, parent_thread=thread)
+                        self.spawned.append((thread, child))
+                if (item.get("type") == "collabAgentToolCall" and item.get("tool") in ("closeAgent", "resumeAgent")
+                        and item.get("status") == "completed"):
+                    # the model closed or reopened a child: codex's own lifecycle, reported as is
+                    for child in item.get("receiverThreadIds") or []:
+                        iid = self.state.by_thread.get(child)
+                        if iid:
+                            self.state.set_state(iid, "closed" if item["tool"] == "closeAgent" else "completed")
+            elif method == "thread/closed":
+                iid = self.state.by_thread.get(thread)
+                if iid:
+                    log("codex closed thread %s (%s)" % (thread, iid))
+            self.cond.notify_all()
+
+    def on_request(self, msg):
+        method, params = msg["method"], msg.get("params") or {}
+        if method not in APPROVAL_CLASSES:
+            log("declining codex request %s" % method)
+            self.server.send({"id": msg["id"], "error": {"code": -32601, "message": "not supported by the adapter"}})
+            return
+        klass, tool = APPROVAL_CLASSES[method]
+        thread = params.get("threadId") or params.get("conversationId")
+        with self.cond:
+            inst = self.state.instance_for_thread(thread) if thread else None
+            with self.state.lock:
+                aid = "a-%d" % self.state.next_approval
+                self.state.next_approval += 1
+                self.state.approvals[aid] = {
+                    "id": aid, "instance": inst["id"] if inst else "unknown", "class": klass,
+                    "tool": tool, "tool_digest": "sha256:" + "0" * 64,
+                    "arguments_digest": "sha256:" + "0" * 64, "state": "pending",
+                    "codex_method": method, "item": params.get("itemId"),
+                }
+                self.state.commit()
+            self.pending[aid] = msg
+            self.cond.notify_all()
+
+    # -- protocol methods
+
+    def handle(self, method, params):
+        if method == "initialize":
+            return self.initialize(params)
+        if not self.initialized:
+            raise ProtocolError(NOT_INITIALIZED, "initialize first")
+        if method in UNSUPPORTED_METHODS:
+            raise ProtocolError(METHOD_NOT_FOUND, UNSUPPORTED_METHODS[method])
+        handler = {
+            "host/configure": self.configure,
+            "instance/start": self.start,
+            "instance/turn": self.turn,
+            "instance/close": self.close,
+            "instance/resume": self.resume,
+            "instance/fork": self.fork,
+            "approval/answer": self.answer,
+            "state/observe": self.observe,
+        }.get(method)
+        if handler is None:
+            raise ProtocolError(METHOD_NOT_FOUND, "%s is not part of protocol v1 as this adapter knows it" % method)
+        return handler(params or {})
+
+    def initialize(self, params):
+        version = str(params.get("protocol_version", ""))
+        if version.split(".")[0] != "1":
+            raise ProtocolError(BAD_VERSION, "this adapter speaks protocol 1.x, not %s" % version)
+        env = params.get("environment") or {}
+        self.store_dir = env.get("store_dir") or os.environ.get("DELEGATION_STORE_DIR")
+        if not self.store_dir:
+            raise ProtocolError(INVALID_PARAMS, "no store_dir")
+        os.makedirs(self.store_dir, exist_ok=True)
+        if self.server is None:
+            self.state = State(self.store_dir)
+            binary = ensure_codex()
+            self.relay = make_relay(env["model_endpoint"], self.state)
+            home = os.path.join(self.store_dir, "codex-home")
+            os.makedirs(home, exist_ok=True)
+            self.workspace_root = os.path.join(self.store_dir, "fs")
+            os.makedirs(self.workspace_root, exist_ok=True)
+            with open(os.path.join(home, "config.toml"), "w") as f:
+                f.write(codex_config("http://127.0.0.1:%d/v1" % self.relay.server_address[1],
+                                     env.get("mcp_servers") or []))
+            child_env = dict(os.environ)
+            child_env.update({"CODEX_HOME": home, "DELEGATION_FAKE_KEY": "harness", "NO_COLOR": "1",
+                              "RUST_LOG": os.environ.get("CODEX_ADAPTER_RUST_LOG", "error")})
+            self.server = AppServer([binary, "app-server"], child_env, self.on_notification, self.on_request)
+            answer = self.server.call("initialize", {"clientInfo": {"name": "delegation-harness",
+                                                                     "version": "1"}}, timeout=20)
+            if "error" in answer:
+                raise ProtocolError(HOST_FAILURE, "codex initialize: %s" % answer["error"])
+            self.server.send({"method": "initialized"})
+            self.codex_info = answer.get("result") or {}
+        self.initialized = True
+        return {"host": {"name": "codex", "version": CODEX_VERSION}, "protocol_version": "1.0",
+                "capabilities": ["nested-delegation", "mcp", "restart", "fork"]}
+
+    def configure(self, p):
+        if p.get("auto_approve"):
+            raise ProtocolError(UNSUPPORTED_OPTION, "auto_approve: codex has no policy auto-approval (see README)")
+        if p.get("authorizer_required"):
+            raise ProtocolError(UNSUPPORTED_OPTION, "authorizer_required: codex cannot consult an external authorizer")
+        if p.get("strict_mode"):
+            raise ProtocolError(UNSUPPORTED_OPTION, "strict_mode: codex has no strict mode for children")
+        if p.get("roles"):
+            raise ProtocolError(UNSUPPORTED_OPTION, "roles: codex agent roles are config layers, not authority defaults")
+        return {"outcome": "ok"}
+
+    def real_path(self, path):
+        """Where a harness path lives on this machine: under store_dir/fs (the harness's /w/repo need not exist)."""
+        norm = os.path.normpath("/" + path.lstrip("/"))
+        real = os.path.join(self.workspace_root, norm.lstrip("/"))
+        os.makedirs(real, exist_ok=True)
+        return real
+
+    def start(self, p):
+        if p.get("tools"):
+            raise ProtocolError(UNSUPPORTED_OPTION, "tools: codex exposes every tool of a configured MCP server "
+                                "and binds none by digest; it cannot seal the named tools")
+        if p.get("provider", "harness") != "harness":
+            raise ProtocolError(UNSUPPORTED_OPTION, "provider %s: only the harness's model endpoint is configured" % p["provider"])
+        mode, policy = codex_sandbox(p["sandbox"])
+        approval = codex_approval(p["approval_policy"])
+        depth = int(p.get("delegation_depth", 2))
+        if isinstance(policy.get("writableRoots"), list):
+            policy["writableRoots"] = [self.real_path(r) for r in policy["writableRoots"]]
+        params = {"cwd": self.real_path(p["cwd"]), "approvalPolicy": approval, "sandbox": mode,
+                  "config": {"agents.max_depth": depth}}
+        answer = self.server.call("thread/start", params)
+        if "error" in answer:
+            raise ProtocolError(HOST_FAILURE, "codex thread/start: %s" % answer["error"].get("message"))
+        thread = answer["result"]["thread"]["id"]
+        ceiling = {"sandbox": p["sandbox"], "approval_policy": p["approval_policy"], "tools": {},
+                   "cwd": os.path.normpath(p["cwd"]), "provider": "harness", "delegation_depth": depth}
+        with self.cond:
+            inst = self.state.instance_for_thread(thread)
+            inst.update({"role": p.get("role", "lead"), "model": p.get("model", "reference-model"),
+                         "ceiling": ceiling, "policy": policy, "state": "completed"})
+            self.state.commit()
+        return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
+
+    def _inst(self, iid):
+        inst = self.state.instances.get(iid)
+        if inst is None:
+            return None, {"outcome": "denied", "reason": "instance_unknown", "detail": "no instance %s" % iid}
+        return inst, None
+
+    def turn(self, p):
+        inst, refusal = self._inst(p.get("instance"))
+        if refusal:
+            return refusal
+        thread = inst["thread"]
+        with self.cond:
+            spawned_before = len(self.spawned)
+            approvals_before = set(self.pending)
+            self.turns[thread] = {"items": [], "done": False, "turn_id": None}
+        params = {"threadId": thread, "input": [{"type": "text", "text": p.get("input", ""), "text_elements": []}]}
+        if inst.get("policy"):
+            params["sandboxPolicy"] = inst["policy"]
+        if inst["state"] in TERMINAL:
+            log("forwarding a turn to %s although the adapter recorded it %s: codex decides" % (inst["id"], inst["state"]))
+        answer = self.server.call("turn/start", params)
+        if "error" in answer:
+            message = answer["error"].get("message", "")
+            if inst["state"] in TERMINAL:
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+            raise ProtocolError(HOST_FAILURE, "codex turn/start: %s" % message)
+        turn_id = answer["result"]["turn"]["id"]
+        with self.cond:
+            self.turns[thread]["turn_id"] = turn_id
+        return self._await_turn(inst, thread, spawned_before, approvals_before)
+
+    def _await_turn(self, inst, thread, spawned_before, approvals_before):
+        deadline = time.monotonic() + TURN_DEADLINE_S
+        with self.cond:
+            while True:
+                new_approvals = [a for a in self.pending if a not in approvals_before]
+                entry = self.turns.get(thread) or {}
+                children = [c for (_p, c) in self.spawned[spawned_before:]]
+                children_busy = [c for c in children if self._busy(c)]
+                if new_approvals:
+                    break
+                if entry.get("done") and not children_busy:
+                    # settle: a child's first status change can trail its spawn
+                    self.cond.wait(SETTLE_S)
+                    children = [c for (_p, c) in self.spawned[spawned_before:]]
+                    if not [c for c in children if self._busy(c)] and not [a for a in self.pending if a not in approvals_before]:
+                        break
+                    continue
+                left = deadline - time.monotonic()
+                if left <= 0 or not self.server.alive:
+                    raise ProtocolError(HOST_FAILURE, "codex turn on %s did not finish within %.0f s" % (inst["id"], TURN_DEADLINE_S))
+                self.cond.wait(min(left, 0.2))
+            return self._turn_report(inst, thread, spawned_before, new_approvals)
+
+    def _busy(self, thread):
+        entry = self.turns.get(thread)
+        if entry is not None and not entry.get("done"):
+            return True
+        return self.thread_status.get(thread) == "active"
+
+    def _turn_report(self, inst, thread, spawned_before, new_approvals):
+        entry = self.turns.get(thread) or {}
+        items = entry.get("items") or []
+        result = {"outcome": "ok", "instance": inst["id"]}
+        spawns = [i for i in items if i.get("type") == "collabAgentToolCall" and i.get("tool") == "spawnAgent"]
+        children = []
+        for (parent, child) in self.spawned[spawned_before:]:
+            if parent == thread and child not in children:
+                children.append(child)
+        if new_approvals:
+            aid = new_approvals[-1]
+            approval = self.state.approvals[aid]
+            result["turn"] = {"reply": "tool_call", "tool": approval["tool"]}
+            result["tool_call"] = {"tool": approval["tool"], "outcome": "pending_approval", "approval": aid}
+        elif spawns or children:
+            if children:
+                child = self.state.instance_for_thread(children[0], parent_thread=thread)
+                result["turn"] = {"reply": "spawn", "spawn": {"outcome": "ok", "instance": child["id"]}}
+            else:
+                status = spawns[0].get("status")
+                result["turn"] = {"reply": "spawn", "spawn": {
+                    "outcome": "denied", "reason": "policy_denied",
+                    "detail": "codex's spawn_agent call ended %s without a child thread" % status}}
+        elif entry.get("status") == "failed" and not [i for i in items if i.get("type") in ("agentMessage",)]:
+            error = entry.get("error") or {}
+            result["turn"] = {"reply": "model_failed", "detail": error.get("message") or "turn failed"}
+        else:
+            tool_items = [i for i in items if i.get("type") in ("commandExecution", "mcpToolCall", "fileChange", "dynamicToolCall")]
+            if tool_items:
+                item = tool_items[0]
+                tool = {"commandExecution": "exec_command", "fileChange": "apply_patch"}.get(item["type"]) or item.get("tool") or item["type"]
+                ok = item.get("status") in ("completed",)
+                result["turn"] = {"reply": "tool_call", "tool": tool}
+                result["tool_call"] = {"tool": tool, "outcome": "executed" if ok else "denied"}
+                if not ok:
+                    result["tool_call"]["reason"] = "policy_denied"
+            else:
+                texts = [i.get("text") or "" for i in items if i.get("type") == "agentMessage"]
+                result["turn"] = {"reply": "message", "text": texts[-1] if texts else ""}
+        return result
+
+    def answer(self, p):
+        aid = p.get("request")
+        approval = self.state.approvals.get(aid)
+        if approval is None:
+            return {"outcome": "denied", "reason": "instance_unknown", "detail": "no approval %s" % aid}
+        decision = p.get("decision")
+        if decision == "allow-exact":
+            raise ProtocolError(UNSUPPORTED_OPTION, "allow-exact: codex's acceptForSession is session-wide, wider than one exact call")
+        if approval["state"] != "pending":
+            return {"outcome": "denied", "reason": "policy_denied", "detail": "approval %s is already %s" % (aid, approval["state"])}
+        msg = self.pending.pop(aid, None)
+        if msg is None:
+            return {"outcome": "denied", "reason": "policy_denied",
+                    "detail": "approval %s belongs to a codex process that is gone; it stays pending" % aid}
+        reply = "accept" if decision == "allow" else "decline"
+        if approval["codex_method"] in ("execCommandApproval", "applyPatchApproval"):
+            reply = "approved" if decision == "allow" else "denied"
+        with self.state.lock:
+            approval.update({"state": "decided", "decision": decision, "decided_by": "person"})
+            self.state.commit()
+        body = {"decision": reply}
+        if approval["codex_method"] == "mcpServer/elicitation/request":
+            body = {"action": "accept" if decision == "allow" else "decline", "content": None}
+        self.server.send({"id": msg["id"], "result": body})
+        with self.state.lock:
+            approval["state"] = "dispatched"
+            self.state.commit()
+        inst = self.state.instances.get(approval["instance"])
+        if inst is None:
+            return {"outcome": "ok"}
+        thread = inst["thread"]
+        with self.cond:
+            approvals_before = set(self.pending)
+            spawned_before = len(self.spawned)
+        result = self._await_turn(inst, thread, spawned_before, approvals_before)
+        tool_call = result.get("tool_call") or {"tool": approval["tool"],
+                                                "outcome": "executed" if decision == "allow" else "denied"}
+        tool_call["approval"] = aid
+        return {"outcome": "ok", "tool_call": tool_call}
+
+    def close(self, p):
+        inst, refusal = self._inst(p.get("instance"))
+        if refusal:
+            return refusal
+        if inst["state"] in TERMINAL:
+            return {"outcome": "denied", "reason": "instance_terminal", "detail": "%s is %s" % (inst["id"], inst["state"])}
+        answer = self.server.call("thread/archive", {"threadId": inst["thread"]})
+        if "error" in answer:
+            raise ProtocolError(HOST_FAILURE, "codex thread/archive: %s" % answer["error"].get("message"))
+        self.state.set_state(inst["id"], "closed")
+        return {"outcome": "ok", "instance": inst["id"]}
+
+    def resume(self, p):
+        inst, refusal = self._inst(p.get("instance"))
+        if refusal:
+            return refusal
+        if inst["state"] in TERMINAL:
+            log("forwarding a resume of %s (recorded %s) to codex: codex decides" % (inst["id"], inst["state"]))
+        ceiling = inst.get("ceiling") or {}
+        params = {"threadId": inst["thread"], "excludeTurns": True}
+        if ceiling:
+            params["sandbox"] = codex_sandbox(ceiling["sandbox"])[0]
+            params["approvalPolicy"] = codex_approval(ceiling["approval_policy"])
+        answer = self.server.call("thread/resume", params)
+        if "error" in answer:
+            if inst["state"] in TERMINAL:
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
+            raise ProtocolError(HOST_FAILURE, "codex thread/resume: %s" % answer["error"].get("message"))
+        return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
+
+    def fork(self, p):
+        inst, refusal = self._inst(p.get("instance"))
+        if refusal:
+            return refusal
+        answer = self.server.call("thread/fork", {"threadId": inst["thread"]})
+        if "error" in answer:
+            if inst["state"] in TERMINAL:
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
+            raise ProtocolError(HOST_FAILURE, "codex thread/fork: %s" % answer["error"].get("message"))
+        thread = answer["result"]["thread"]["id"]
+        with self.cond:
+            new = self.state.instance_for_thread(thread)
+            new.update({"parent": inst.get("parent"), "role": inst["role"], "model": inst["model"],
+                        "ceiling": inst.get("ceiling"), "policy": inst.get("policy"), "state": "completed",
+                        "forked_from": inst["id"]})
+            self.state.commit()
+        return {"outcome": "ok", "instance": new["id"], "effective": inst.get("ceiling")}
+
+    def observe(self, _p):
+        with self.state.lock:
+            instances = []
+            for inst in self.state.instances.values():
+                ceiling = inst.get("ceiling") or {"sandbox": "read-only", "approval_policy": "never", "tools": {},
+                                                  "cwd": "/", "provider": "harness", "delegation_depth": 0}
+                entry = {"id": inst["id"], "state": inst["state"], "role": inst.get("role") or "worker",
+                         "model": inst.get("model") or "reference-model", "ceiling": ceiling}
+                if inst.get("parent"):
+                    entry["parent"] = inst["parent"]
+                if inst.get("requested"):
+                    entry["requested"] = inst["requested"]
+                instances.append(entry)
+            approvals = []
+            for a in self.state.approvals.values():
+                entry = {k: a[k] for k in ("id", "instance", "class", "tool", "tool_digest", "arguments_digest", "state")}
+                for k in ("decision", "decided_by"):
+                    if a.get(k):
+                        entry[k] = a[k]
+                approvals.append(entry)
+        return {"outcome": "ok", "observed": {"now": 0, "auto_approve": False, "instances": instances,
+                                              "approvals": approvals}}
+
+    def shutdown(self):
+        if self.server:
+            self.server.stop()
+        if self.relay:
+            self.relay.shutdown()
+
+
+def toml_string(s):
+    return json.dumps(s)
+
+
+def codex_config(base_url, mcp_servers):
+    lines = [
+        "# written by the delegation-harness codex adapter; regenerated at every start",
+        'model_provider = "fake"',
+        'model = "reference-model"',
+        'approvals_reviewer = "user"',
+        "check_for_update_on_startup = false",
+        "",
+        "[model_providers.fake]",
+        'name = "delegation-harness model endpoint"',
+        "base_url = %s" % toml_string(base_url),
+        'wire_api = "responses"',
+        'env_key = "DELEGATION_FAKE_KEY"',
+        "request_max_retries = 0",
+        "stream_max_retries = 0",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[otel]",
+        'exporter = "none"',
+        "",
+    ]
+    for server in mcp_servers:
+        name = "".join(c if c.isalnum() or c in "_-" else "_" for c in server["name"])
+        lines += ["[mcp_servers.%s]" % name, "url = %s" % toml_string(server["url"]), ""]
+    return "\n".join(lines)
+
+
+def main():
+    adapter = Adapter()
+    stop = threading.Event()
+
+    def on_term(_signo, _frame):
+        adapter.shutdown()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    out = sys.stdout
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+            except ValueError as e:
+                out.write(json.dumps({"jsonrpc": "2.0", "id": None,
+                                      "error": {"code": -32700, "message": "parse error: %s" % e}}) + "\n")
+                out.flush()
+                continue
+            rid = request.get("id")
+            method = request.get("method")
+            try:
+                result = adapter.handle(method, request.get("params"))
+                reply = {"jsonrpc": "2.0", "id": rid, "result": result}
+            except ProtocolError as e:
+                reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": e.code, "message": e.message}}
+            except Exception as e:  # a bug of ours: say so for this step only
+                log("internal error on %s: %r" % (method, e))
+                reply = {"jsonrpc": "2.0", "id": rid, "error": {"code": INTERNAL, "message": repr(e)}}
+            out.write(json.dumps(reply) + "\n")
+            out.flush()
+    finally:
+        stop.set()
+        adapter.shutdown()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--install"]:
+        print(ensure_codex())
+    else:
+        main()
