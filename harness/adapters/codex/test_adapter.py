@@ -1,0 +1,266 @@
+"""Unit tests of the codex adapter (run: `python3 -m unittest` in this folder).
+
+They drive adapter.py over stdio against tests/fake_app_server.py, a small
+stand-in speaking codex app-server's protocol, so they are fast and never
+need the real codex binary or network.
+"""
+import http.server
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import adapter  # noqa: E402
+
+FAKE = os.path.join(HERE, "tests", "fake_app_server.py")
+
+
+class Driver:
+    """The adapter as the harness sees it: a subprocess with one request per line."""
+
+    def __init__(self, store=None):
+        self.tmp = tempfile.mkdtemp(prefix="codex-adapter-test-")
+        self.store = store or os.path.join(self.tmp, "store")
+        self.log = os.path.join(self.tmp, "fake.log")
+        self.pidfile = os.path.join(self.tmp, "fake.pid")
+        env = dict(os.environ, CODEX_ADAPTER_BINARY=FAKE, FAKE_LOG=self.log, FAKE_PID=self.pidfile,
+                   CODEX_ADAPTER_SETTLE_S="0.05", DELEGATION_STORE_DIR=self.store)
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "adapter.py")], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
+        self.next_id = 1
+
+    def raw(self, line):
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def call(self, method, params=None):
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.next_id += 1
+        answer = self.raw(json.dumps(msg))
+        self.assert_framed(answer, msg["id"])
+        return answer
+
+    @staticmethod
+    def assert_framed(answer, rid):
+        assert answer["jsonrpc"] == "2.0" and answer["id"] == rid, answer
+        assert ("result" in answer) != ("error" in answer), answer
+
+    def initialize(self):
+        return self.call("initialize", {"protocol_version": "1.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "mcp_servers": [], "store_dir": self.store, "clock": "harness"}})
+
+    def sent(self):
+        with open(self.log) as f:
+            return [json.loads(l) for l in f]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+START = {"role": "lead", "sandbox": {"workspace-write": {"writable_roots": ["/w/repo"], "network": False}},
+         "approval_policy": "on-request", "cwd": "/w/repo", "delegation_depth": 1}
+
+
+class Framing(unittest.TestCase):
+    def setUp(self):
+        self.d = Driver()
+
+    def tearDown(self):
+        self.d.close()
+
+    def test_parse_error_has_null_id(self):
+        answer = self.d.raw("{not json")
+        self.assertIsNone(answer["id"])
+        self.assertEqual(answer["error"]["code"], -32700)
+
+    def test_before_initialize(self):
+        self.assertEqual(self.d.call("state/observe")["error"]["code"], -32003)
+
+    def test_wrong_major_version(self):
+        answer = self.d.call("initialize", {"protocol_version": "2.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "mcp_servers": [], "store_dir": self.d.store, "clock": "harness"}})
+        self.assertEqual(answer["error"]["code"], -32004)
+
+    def test_initialize_declares_only_real_capabilities(self):
+        result = self.d.initialize()["result"]
+        self.assertEqual(result["protocol_version"], "1.0")
+        self.assertEqual(result["host"]["name"], "codex")
+        for fake in ("receipts", "external-authorizer", "auto-approval", "clock", "fault-injection", "wait"):
+            self.assertNotIn(fake, result["capabilities"])
+        for _ in range(50):
+            if len(self.d.sent()) >= 2:
+                break
+            time.sleep(0.05)
+        self.assertEqual(self.d.sent()[0]["method"], "initialize")
+        self.assertEqual(self.d.sent()[1], {"method": "initialized"})
+
+    def test_blank_lines_ignored_and_unsupported_is_32601(self):
+        self.d.initialize()
+        self.d.proc.stdin.write("\n")
+        for method in ("instance/delegate", "receipt/prepare", "clock/set", "no/such"):
+            self.assertEqual(self.d.call(method, {})["error"]["code"], -32601, method)
+
+    def test_no_stray_output_only_json_lines(self):
+        self.d.initialize()
+        self.d.call("instance/start", START)
+        self.assertEqual(self.d.call("state/observe")["result"]["outcome"], "ok")
+
+
+class Mapping(unittest.TestCase):
+    def setUp(self):
+        self.d = Driver()
+        self.d.initialize()
+
+    def tearDown(self):
+        self.d.close()
+
+    def test_start_maps_sandbox_and_policy(self):
+        result = self.d.call("instance/start", START)["result"]
+        self.assertEqual(result["outcome"], "ok")
+        self.assertEqual(result["effective"]["sandbox"], START["sandbox"])
+        start = [m for m in self.d.sent() if m.get("method") == "thread/start"][0]["params"]
+        self.assertEqual(start["sandbox"], "workspace-write")
+        self.assertEqual(start["approvalPolicy"], "on-request")
+        self.assertEqual(start["config"], {"agents.max_depth": 1})
+        self.assertTrue(start["cwd"].endswith("/fs/w/repo"))
+
+    def test_options_codex_lacks_are_32001(self):
+        for change in ({"approval_policy": {"granular": {"ask": ["shell"]}}},
+                       {"sandbox": {"external": {"name": "vm"}}}, {"tools": ["fs.write"]}):
+            params = dict(START, **change)
+            self.assertEqual(self.d.call("instance/start", params)["error"]["code"], -32001, change)
+        self.assertEqual(self.d.call("host/configure", {"auto_approve": True})["error"]["code"], -32001)
+        self.assertEqual(self.d.call("host/configure", {})["result"], {"outcome": "ok"})
+
+    def test_turn_message_and_sandbox_policy(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        result = self.d.call("instance/turn", {"instance": iid, "input": "hello"})["result"]
+        self.assertEqual(result["turn"], {"reply": "message", "text": "echo: hello"})
+        turn = [m for m in self.d.sent() if m.get("method") == "turn/start"][0]["params"]
+        self.assertEqual(turn["sandboxPolicy"]["type"], "workspaceWrite")
+        self.assertFalse(turn["sandboxPolicy"]["networkAccess"])
+
+    def test_spawn_reported_with_parent(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        result = self.d.call("instance/turn", {"instance": iid, "input": "SPAWN now"})["result"]
+        self.assertEqual(result["turn"]["reply"], "spawn")
+        child = result["turn"]["spawn"]["instance"]
+        observed = self.d.call("state/observe")["result"]["observed"]
+        by_id = {i["id"]: i for i in observed["instances"]}
+        self.assertEqual(by_id[child]["parent"], iid)
+        self.assertEqual(by_id[child]["state"], "completed")
+        self.assertEqual(by_id[child]["ceiling"]["delegation_depth"], 0)
+
+    def test_approval_pending_then_answered(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        result = self.d.call("instance/turn", {"instance": iid, "input": "APPROVE this"})["result"]
+        self.assertEqual(result["tool_call"]["outcome"], "pending_approval")
+        aid = result["tool_call"]["approval"]
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual([(a["id"], a["state"], a["class"]) for a in approvals], [(aid, "pending", "shell")])
+        answer = self.d.call("approval/answer", {"request": aid, "decision": "deny"})["result"]
+        self.assertEqual(answer["tool_call"]["outcome"], "denied")
+        replies = [m for m in self.d.sent() if "method" not in m and "result" in m]
+        self.assertEqual(replies[-1]["result"], {"decision": "decline"})
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual(approvals[0]["decision"], "deny")
+        self.assertEqual(approvals[0]["decided_by"], "person")
+        self.assertEqual(self.d.call("approval/answer", {"request": aid, "decision": "allow-exact"})["error"]["code"], -32001)
+
+    def test_close_archives_and_codex_refusal_is_terminal(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        self.assertEqual(self.d.call("instance/close", {"instance": iid})["result"]["outcome"], "ok")
+        self.assertIn("thread/archive", [m.get("method") for m in self.d.sent()])
+        result = self.d.call("instance/turn", {"instance": iid, "input": "again"})["result"]
+        self.assertEqual((result["outcome"], result["reason"]), ("denied", "instance_terminal"))
+        self.assertEqual(self.d.call("instance/close", {"instance": iid})["result"]["reason"], "instance_terminal")
+
+    def test_unknown_instance(self):
+        result = self.d.call("instance/turn", {"instance": "i-99", "input": "x"})["result"]
+        self.assertEqual(result["reason"], "instance_unknown")
+
+
+class Shutdown(unittest.TestCase):
+    def test_stdin_eof_stops_adapter_and_app_server(self):
+        d = Driver()
+        d.initialize()
+        with open(d.pidfile) as f:
+            fake_pid = int(f.read())
+        t0 = time.monotonic()
+        d.proc.stdin.close()
+        d.proc.wait(5)
+        d.proc.stdout.close()
+        self.assertLess(time.monotonic() - t0, 3.0)
+        for _ in range(50):
+            try:
+                os.kill(fake_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the app-server outlived the adapter")
+
+    def test_restart_keeps_instances(self):
+        d = Driver()
+        d.initialize()
+        iid = d.call("instance/start", START)["result"]["instance"]
+        d.call("instance/close", {"instance": iid})
+        d.close()
+        again = Driver(store=d.store)
+        again.initialize()
+        observed = again.call("state/observe")["result"]["observed"]
+        self.assertEqual([(i["id"], i["state"]) for i in observed["instances"]], [(iid, "closed")])
+        new = again.call("instance/start", START)["result"]["instance"]
+        self.assertNotEqual(new, iid)
+        again.close()
+
+
+class Relay(unittest.TestCase):
+    def test_relay_adds_instance_header_from_thread_id(self):
+        seen = []
+
+        class Endpoint(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                seen.append((self.path, self.headers.get("x-delegation-instance"), body))
+                self.send_response(200)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Endpoint)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        state = adapter.State(tempfile.mkdtemp())
+        relay = adapter.make_relay("http://127.0.0.1:%d" % server.server_address[1], state)
+        req = urllib.request.Request("http://127.0.0.1:%d/v1/responses" % relay.server_address[1],
+                                     data=b'{"x":1}', headers={"thread-id": "T1"}, method="POST")
+        self.assertEqual(urllib.request.urlopen(req).read(), b"{}")
+        self.assertEqual(seen, [("/v1/responses", "i-1", b'{"x":1}')])
+        relay.shutdown()
+        relay.server_close()
+        server.shutdown()
+        server.server_close()
+
+
+if __name__ == "__main__":
+    unittest.main()
