@@ -7,8 +7,6 @@
 //! evidence an honest observer would have seen. It is the oracle for property
 //! tests and differential fuzzing: same inputs, same history.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 
 use crate::digest::ToolDefinition;
