@@ -134,6 +134,7 @@ class State:
         self.instances = {}  # id -> dict(id, thread, parent, state, role, model, ceiling, requested, policy)
         self.by_thread = {}
         self.approvals = {}  # id -> dict (persisted part)
+        self.spawn_asked = {}  # thread -> model answers carrying a spawn_agent call (seen by the relay)
         if os.path.exists(self.path):
             with open(self.path) as f:
                 data = json.load(f)
@@ -248,6 +249,10 @@ def make_relay(target_base, state):
                 return
             finally:
                 conn.close()
+            if thread and b'"spawn_agent"' in data:
+                # the model asked this thread to spawn; whether codex obeyed shows in the items
+                with state.lock:
+                    state.spawn_asked[thread] = state.spawn_asked.get(thread, 0) + 1
             self.send_response(resp.status)
             for k, v in resp.getheaders():
                 if k.lower() not in ("transfer-encoding", "content-length", "connection"):
@@ -593,7 +598,8 @@ class Adapter:
         with self.cond:
             spawned_before = len(self.spawned)
             approvals_before = set(self.pending)
-            self.turns[thread] = {"items": [], "done": False, "turn_id": None}
+            self.turns[thread] = {"items": [], "done": False, "turn_id": None,
+                                  "spawn_asked": self.state.spawn_asked.get(thread, 0)}
         params = {"threadId": thread, "input": [{"type": "text", "text": p.get("input", ""), "text_elements": []}]}
         if inst.get("policy"):
             params["sandboxPolicy"] = inst["policy"]
@@ -662,6 +668,10 @@ class Adapter:
                 result["turn"] = {"reply": "spawn", "spawn": {
                     "outcome": "denied", "reason": "policy_denied",
                     "detail": "codex's spawn_agent call ended %s without a child thread" % status}}
+        elif self.state.spawn_asked.get(thread, 0) > entry.get("spawn_asked", 0):
+            result["turn"] = {"reply": "spawn", "spawn": {
+                "outcome": "denied", "reason": "policy_denied",
+                "detail": "the model called spawn_agent and codex created no child (multi-agent tools withheld or refused)"}}
         elif entry.get("status") == "failed" and not [i for i in items if i.get("type") in ("agentMessage",)]:
             error = entry.get("error") or {}
             result["turn"] = {"reply": "model_failed", "detail": error.get("message") or "turn failed"}
