@@ -192,6 +192,13 @@ impl ToolServer {
                 ));
         let shutdown = cancel.clone();
         let task = tokio::spawn(async move {
+            // Without TCP_NODELAY every small MCP response waits out the peer's
+            // delayed ACK (about 40 ms on loopback), once per listing and call.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::warn!("tool server: cannot set TCP_NODELAY: {e}");
+                }
+            });
             let served = axum::serve(listener, router)
                 .with_graceful_shutdown(shutdown.cancelled_owned())
                 .await;
