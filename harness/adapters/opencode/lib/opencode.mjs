@@ -1,0 +1,247 @@
+// Installing, isolating, configuring, starting and stopping `opencode serve`, and a small HTTP client for its API.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { homedir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const OPENCODE_VERSION = '1.18.33';
+/** The provider and model names the adapter configures in opencode.json. */
+export const PROVIDER_ID = 'harness';
+export const MODEL_ID = 'reference-model';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+export const PLUGIN_SOURCE = join(HERE, '..', 'plugin', 'delegation-attribution.js');
+
+/** Where the pinned opencode is installed: `$XDG_CACHE_HOME/delegation-harness/opencode-VERSION`. */
+export function cacheDir(env = process.env) {
+  const base = env.XDG_CACHE_HOME || join(env.HOME || homedir(), '.cache');
+  return join(base, 'delegation-harness', `opencode-${OPENCODE_VERSION}`);
+}
+
+function platformPackage() {
+  const os = { linux: 'linux', darwin: 'darwin', win32: 'windows' }[process.platform] || process.platform;
+  return `opencode-${os}-${process.arch}`;
+}
+
+/** The opencode binary inside an install folder (the platform package, so npm's postinstall is not needed). */
+export function binaryIn(dir) {
+  const exe = process.platform === 'win32' ? 'opencode.exe' : 'opencode';
+  const pkg = platformPackage();
+  for (const name of [pkg, `${pkg}-baseline`, `${pkg}-musl`, `${pkg}-baseline-musl`]) {
+    const candidate = join(dir, 'node_modules', name, 'bin', exe);
+    if (existsSync(candidate)) return candidate;
+  }
+  return null;
+}
+
+/**
+ * The opencode command to run: `OPENCODE_ADAPTER_BIN` (a maintainer's own
+ * binary, or the tests' fake), else the pinned version from the cache,
+ * installed with npm on first use. npm's output goes to stderr, never stdout.
+ */
+export function ensureOpencode({ env = process.env, log = () => {} } = {}) {
+  if (env.OPENCODE_ADAPTER_BIN) {
+    const parts = env.OPENCODE_ADAPTER_BIN.split(' ').filter(Boolean);
+    return { command: parts[0], args: parts.slice(1), version: env.OPENCODE_ADAPTER_BIN_VERSION || 'override' };
+  }
+  const dir = cacheDir(env);
+  let binary = binaryIn(dir);
+  if (!binary) {
+    log('info', `installing opencode-ai@${OPENCODE_VERSION} into ${dir} (first use; about 350 MB)`);
+    mkdirSync(dir, { recursive: true });
+    const npm = spawnSync('npm', ['install', '--prefix', dir, '--no-audit', '--no-fund', `opencode-ai@${OPENCODE_VERSION}`], {
+      stdio: ['ignore', 2, 2],
+      env,
+    });
+    if (npm.status !== 0) throw new Error(`npm install opencode-ai@${OPENCODE_VERSION} failed (status ${npm.status})`);
+    binary = binaryIn(dir);
+    if (!binary) throw new Error(`npm installed opencode-ai@${OPENCODE_VERSION} but no platform binary ${platformPackage()} is in ${dir}/node_modules`);
+  }
+  return { command: binary, args: [], version: OPENCODE_VERSION };
+}
+
+/** HOME and every XDG_*_HOME inside the store, plus opencode's own switches. */
+export function isolatedEnv(storeDir, base = process.env) {
+  const home = join(storeDir, 'opencode', 'home');
+  const env = { ...base };
+  for (const key of Object.keys(env)) {
+    if (key.startsWith('OPENCODE_') && key !== 'OPENCODE_ADAPTER_BIN') delete env[key];
+  }
+  Object.assign(env, {
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, '.config'),
+    XDG_DATA_HOME: join(home, '.local', 'share'),
+    XDG_STATE_HOME: join(home, '.local', 'state'),
+    XDG_CACHE_HOME: join(home, '.cache'),
+    OPENCODE_DISABLE_AUTOUPDATE: '1',
+    OPENCODE_DISABLE_MODELS_FETCH: '1',
+  });
+  for (const key of ['XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME']) mkdirSync(env[key], { recursive: true });
+  return env;
+}
+
+/** The folder opencode serves (its project directory), inside the store. */
+export function workspaceDir(storeDir) {
+  return join(storeDir, 'opencode', 'workspace');
+}
+
+/**
+ * The opencode.json the adapter writes. `subagentDepth` is opencode's own
+ * nesting limit (a session with that many ancestors may not call `task`);
+ * `roles` become subagents, so the harness's role names are valid
+ * `subagent_type`s; nothing else about delegation is configured globally
+ * (per-root rules go on the session, see `sessionPermission`).
+ */
+export function opencodeConfig({ modelEndpoint, subagentDepth, roles }) {
+  const agent = {};
+  for (const role of roles) {
+    agent[role] = {
+      mode: 'subagent',
+      description: `The delegation harness's \`${role}\` role.`,
+      // An explicit task rule, so opencode does not add its own blanket
+      // `task: deny` to children: nesting is then bounded by subagent_depth.
+      permission: { task: 'allow' },
+    };
+  }
+  return {
+    $schema: 'https://opencode.ai/config.json',
+    autoupdate: false,
+    share: 'disabled',
+    snapshot: false,
+    provider: {
+      [PROVIDER_ID]: {
+        npm: '@ai-sdk/openai-compatible',
+        name: 'delegation harness model endpoint',
+        options: { baseURL: `${modelEndpoint.replace(/\/+$/, '')}/v1`, apiKey: 'harness' },
+        models: { [MODEL_ID]: { name: MODEL_ID } },
+      },
+    },
+    model: `${PROVIDER_ID}/${MODEL_ID}`,
+    small_model: `${PROVIDER_ID}/${MODEL_ID}`,
+    subagent_depth: subagentDepth,
+    permission: { task: 'allow' },
+    agent,
+  };
+}
+
+function writeAtomic(path, text) {
+  mkdirSync(dirname(path), { recursive: true });
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
+/** Writes opencode.json into the workspace and the attribution plugin into opencode's config folder. */
+export function writeOpencodeFiles(storeDir, env, config) {
+  const ws = workspaceDir(storeDir);
+  mkdirSync(ws, { recursive: true });
+  writeAtomic(join(ws, 'opencode.json'), JSON.stringify(config, null, 2) + '\n');
+  const pluginDir = join(env.XDG_CONFIG_HOME, 'opencode', 'plugin');
+  mkdirSync(pluginDir, { recursive: true });
+  copyFileSync(PLUGIN_SOURCE, join(pluginDir, 'delegation-attribution.js'));
+  return ws;
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * One running `opencode serve`. It stays in the adapter's process group, so
+ * the harness's SIGKILL to the group reaches it even if the adapter dies.
+ */
+export class OpencodeServer {
+  constructor({ command, args, env, cwd, log }) {
+    Object.assign(this, { command, args, env, cwd, log });
+    this.child = null;
+    this.url = null;
+    this.exited = null;
+  }
+
+  async start({ readyTimeoutMs = 20000 } = {}) {
+    const port = await freePort();
+    this.url = `http://127.0.0.1:${port}`;
+    const child = spawn(this.command, [...this.args, 'serve', '--hostname', '127.0.0.1', '--port', String(port)], {
+      cwd: this.cwd,
+      env: this.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    let spawnError = null;
+    child.once('error', (e) => { spawnError = e; });
+    // opencode's own output goes to our stderr (the harness keeps its tail), never to stdout.
+    child.stdout.on('data', (d) => process.stderr.write(`[opencode] ${d}`));
+    child.stderr.on('data', (d) => process.stderr.write(`[opencode] ${d}`));
+    let gone = false;
+    this.exited.then(() => { gone = true; });
+    const deadline = Date.now() + readyTimeoutMs;
+    while (Date.now() < deadline) {
+      if (spawnError) throw new Error(`could not start opencode (${this.command}): ${spawnError.message}`);
+      if (gone) throw new Error(`opencode serve exited before it was ready (${this.command})`);
+      try {
+        const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(1000) });
+        if (res.ok) return this;
+      } catch { /* not listening yet */ }
+      await sleep(100);
+    }
+    await this.stop();
+    throw new Error(`opencode serve did not answer on ${this.url} within ${readyTimeoutMs} ms`);
+  }
+
+  /** SIGTERM, then SIGKILL after `graceMs` (opencode does not always exit on SIGTERM). */
+  async stop({ graceMs = 1000 } = {}) {
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    try { child.kill('SIGTERM'); } catch { /* already gone */ }
+    const done = await Promise.race([this.exited.then(() => true), sleep(graceMs).then(() => false)]);
+    if (!done) {
+      try { child.kill('SIGKILL'); } catch { /* already gone */ }
+      await Promise.race([this.exited, sleep(1000)]);
+    }
+  }
+
+  /** Synchronous last resort when the adapter itself is about to die. */
+  killNow() {
+    const child = this.child;
+    if (child && child.exitCode === null && child.signalCode === null) {
+      try { child.kill('SIGKILL'); } catch { /* already gone */ }
+    }
+  }
+
+  /** One API call; answers `{status, body}` (body parsed as JSON when it is). */
+  async call(method, path, body, { timeoutMs = 10000 } = {}) {
+    const res = await fetch(`${this.url}${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let parsed = text;
+    try { parsed = text === '' ? null : JSON.parse(text); } catch { /* keep text */ }
+    return { status: res.status, body: parsed };
+  }
+}
+
+/** Reads a JSON file, or `fallback` when it does not exist. */
+export function readJson(path, fallback) {
+  if (!existsSync(path)) return fallback;
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
+export { writeAtomic };

@@ -1,0 +1,99 @@
+// A fake `opencode serve` for the adapter's tests: the HTTP API subset the adapter uses, with scripted behaviour and no model.
+//
+// Run as `node fake-opencode.mjs serve --hostname H --port P` in a workspace
+// folder. Sessions persist in `fake-db.json` there (like opencode's SQLite).
+// A prompt containing SPAWN calls `task` (a child session unless the session
+// denies task: then the `invalid` tool, as opencode does); DEEP makes task
+// fail with opencode's depth error; FAIL leaves the session retrying; anything
+// else is echoed. FAKE_IGNORE_SIGTERM=1 ignores SIGTERM; FAKE_PID_FILE gets the pid.
+import { createServer } from 'node:http';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+
+const args = process.argv.slice(2);
+const port = Number(args[args.indexOf('--port') + 1]);
+const host = args[args.indexOf('--hostname') + 1];
+const DB = 'fake-db.json';
+const db = existsSync(DB) ? JSON.parse(readFileSync(DB, 'utf8')) : { sessions: {}, messages: {}, seq: 0 };
+const status = {};
+const save = () => writeFileSync(DB, JSON.stringify(db));
+const id = (prefix) => `${prefix}_${String(++db.seq).padStart(6, '0')}`;
+if (process.env.FAKE_PID_FILE) writeFileSync(process.env.FAKE_PID_FILE, String(process.pid));
+if (process.env.FAKE_IGNORE_SIGTERM) process.on('SIGTERM', () => {});
+
+function createSession(body) {
+  const s = { id: id('ses'), title: body.title || '', permission: body.permission || [], time: { created: Date.now() } };
+  if (body.parentID) s.parentID = body.parentID;
+  if (body.agent) s.agent = body.agent;
+  db.sessions[s.id] = s;
+  db.messages[s.id] = [];
+  save();
+  return s;
+}
+
+const user = (text) => ({ info: { id: id('msg'), role: 'user' }, parts: [{ type: 'text', text }] });
+const assistant = (parts) => ({ info: { id: id('msg'), role: 'assistant', time: { created: Date.now(), completed: Date.now() } }, parts });
+
+function run(sid, text) {
+  const msgs = db.messages[sid];
+  msgs.push(user(text));
+  status[sid] = { type: 'busy' };
+  setTimeout(() => {
+    if (text.includes('FAIL')) {
+      status[sid] = { type: 'retry', attempt: 1, message: 'fake model 503', next: Date.now() + 60000 };
+      return;
+    }
+    const session = db.sessions[sid];
+    const deniesTask = session.permission.some((r) => r.permission === 'task' && r.action === 'deny');
+    if (text.includes('SPAWN') && deniesTask) {
+      msgs.push(assistant([{ type: 'tool', tool: 'invalid', state: { status: 'completed', input: { tool: 'task', error: 'unavailable' }, output: "The arguments provided to the tool are invalid: Model tried to call unavailable tool 'task'." } }]));
+      msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+    } else if (text.includes('DEEP')) {
+      msgs.push(assistant([{ type: 'tool', tool: 'task', state: { status: 'error', input: { subagent_type: 'worker' }, error: 'Subagent depth limit reached (1).' } }]));
+      msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+    } else if (text.includes('SPAWN')) {
+      const child = createSession({ parentID: sid, title: 'delegate to worker (@worker subagent)', agent: 'worker', permission: session.permission });
+      db.messages[child.id].push(user('child task'), assistant([{ type: 'text', text: 'child done' }]));
+      msgs.push(assistant([{ type: 'tool', tool: 'task', state: { status: 'completed', input: { subagent_type: 'worker' }, output: 'child done', metadata: { sessionId: child.id } } }]));
+      msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+    } else {
+      msgs.push(assistant([{ type: 'text', text: `echo: ${text}` }]));
+    }
+    delete status[sid];
+    save();
+  }, 30);
+}
+
+const server = createServer((req, res) => {
+  let raw = '';
+  req.on('data', (c) => { raw += c; });
+  req.on('end', () => {
+    const body = raw ? JSON.parse(raw) : {};
+    const send = (code, value) => {
+      res.writeHead(code, { 'content-type': 'application/json' });
+      res.end(value === undefined ? '' : JSON.stringify(value));
+    };
+    const path = new URL(req.url, 'http://x').pathname;
+    const m = path.match(/^\/session\/([^/]+)(\/[a-z_]+)?$/);
+    const sid = m && decodeURIComponent(m[1]);
+    if (req.method === 'GET' && path === '/session/status') return send(200, status);
+    if (req.method === 'GET' && path === '/session') return send(200, Object.values(db.sessions));
+    if (req.method === 'POST' && path === '/session') return send(200, createSession(body));
+    if (!m) return send(404, { name: 'NotFoundError' });
+    const session = db.sessions[sid];
+    if (!session) return send(404, { name: 'NotFoundError', data: { message: `Session not found: ${sid}` } });
+    const sub = m[2] || '';
+    if (req.method === 'GET' && sub === '') return send(200, session);
+    if (req.method === 'GET' && sub === '/children') return send(200, Object.values(db.sessions).filter((s) => s.parentID === sid));
+    if (req.method === 'GET' && sub === '/message') return send(200, db.messages[sid]);
+    if (req.method === 'POST' && sub === '/prompt_async') { run(sid, body.parts.map((p) => p.text).join('')); return send(204); }
+    if (req.method === 'POST' && sub === '/abort') { delete status[sid]; return send(200, true); }
+    if (req.method === 'DELETE' && sub === '') {
+      const drop = (x) => { for (const c of Object.values(db.sessions)) if (c.parentID === x) drop(c.id); delete db.sessions[x]; delete db.messages[x]; };
+      drop(sid);
+      save();
+      return send(200, true);
+    }
+    return send(404, { name: 'NotFoundError' });
+  });
+});
+server.listen(port, host, () => process.stderr.write(`fake opencode listening on http://${host}:${port}\n`));
