@@ -24,6 +24,7 @@ use crate::authority::{ActionClass, Authority, AuthorityRequest, Axis, Sandbox};
 use crate::digest::digest_value;
 use crate::eligibility::{Eligibility, eligibility};
 use crate::path::NormalPath;
+use crate::state::STRICT_REVIEW_REQUIRED;
 use crate::vocabulary::{DenyReason, InvariantId};
 use crate::wire::*;
 
@@ -2935,14 +2936,54 @@ fn is_high_risk(risk: &str) -> bool {
 
 /// AR1. While an instance's latest observed risk is elevated, stale or high,
 /// no approval of it is first seen decided by policy: a full review decides.
-/// (That the host says so exactly once is not observable here.)
+/// The host says so once: an approval request raised under automatic
+/// approval for such an instance is named by exactly one
+/// `strict_review_required` record, and no request by more than one.
 fn ar1(history: &[HistoryEntry]) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut decided: BTreeSet<&str> = BTreeSet::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
     walk(history, |facts, entry| {
         let Some(observed) = observed_of(entry) else {
             return;
         };
+        let notices = |id: &str| {
+            observed
+                .records
+                .iter()
+                .filter(|r| {
+                    r.transition == STRICT_REVIEW_REQUIRED && r.approval.as_deref() == Some(id)
+                })
+                .count()
+        };
+        for approval in &observed.approvals {
+            let count = notices(&approval.id);
+            if count > 1 {
+                out.push(violation(
+                    InvariantId::AR1,
+                    entry.step,
+                    format!("approval `{}` is announced as needing a full review {count} times; expected once", approval.id),
+                    json!({"approval": approval.id, "notices": count}),
+                ));
+            }
+            let first_sight = seen.insert(&approval.id);
+            let risk = observed
+                .instance(&approval.instance)
+                .and_then(|i| i.risk.as_deref());
+            if first_sight
+                && facts.auto_approve
+                && approval.decided_by.is_none()
+                && risk.is_some_and(is_high_risk)
+                && count == 0
+            {
+                out.push(violation(
+                    InvariantId::AR1,
+                    entry.step,
+                    format!("approval `{}` of `{}` was left for a review under automatic approval without saying a full review is required", approval.id, approval.instance),
+                    json!({"approval": approval, "risk": risk}),
+                ));
+            }
+        }
         for approval in observed.approvals.iter().filter(|a| is_decided(a)) {
             if !decided.insert(&approval.id) {
                 continue;

@@ -398,6 +398,7 @@ impl HostState {
             deny_reasons: vec![],
             receipt_ids: vec![],
             decided_by: None,
+            approval: None,
             created_instances_delta: 0,
         }
     }
@@ -1380,6 +1381,20 @@ impl HostState {
         if !self.auto_approve {
             return ToolPlan::Pending { approval: id };
         }
+        if inst.risk.as_deref().is_some_and(requires_full_review) {
+            // Elevated or stale risk: no automatic answer; a full review decides,
+            // and the host says so once, in one record per request (AR1).
+            let seq = self.seq;
+            let mut rec = self.new_record(STRICT_REVIEW_REQUIRED);
+            rec.child = Some(instance.into());
+            rec.approval = Some(id.clone());
+            if let Err(d) = self.commit(journal, vec![Self::record_write(&rec)]) {
+                self.seq = seq;
+                return ToolPlan::Denied(d);
+            }
+            self.records.push(rec);
+            return ToolPlan::Pending { approval: id };
+        }
         // The automatic path answers exactly where a person could: the same eligibility said Approvable.
         approval.approval.state = ApprovalState::Decided;
         approval.approval.decision = Some(Decision::Allow);
@@ -1405,6 +1420,7 @@ impl HostState {
         let seq = self.seq;
         let mut rec = self.new_record("approval");
         rec.child = Some(approval.approval.instance.clone());
+        rec.approval = Some(approval.approval.id.clone());
         rec.allowed = matches!(
             approval.approval.decision,
             Some(Decision::Allow | Decision::AllowExact)
@@ -1767,6 +1783,25 @@ impl HostState {
         ActionResult::ok()
     }
 
+    /// The reviewer's latest risk score for an instance; it is durable and
+    /// inherited by forks and children (AR2).
+    pub fn score_risk(&mut self, journal: &mut dyn Journal, id: &str, risk: &str) -> ActionResult {
+        let mut inst = match self.live_instance(id) {
+            Ok(i) => i.clone(),
+            Err(d) => return d.into(),
+        };
+        inst.risk = Some(risk.to_string());
+        match self.commit(journal, vec![Self::instance_write(&inst)]) {
+            Ok(()) => {
+                self.instances.insert(id.into(), inst);
+                let mut r = ActionResult::ok();
+                r.instance = Some(id.into());
+                r
+            }
+            Err(d) => d.into(),
+        }
+    }
+
     /// The host's state as `state/observe` shows it. Never contains a capability secret.
     pub fn observe(&self) -> Observed {
         Observed {
@@ -1809,6 +1844,14 @@ impl HostState {
             records: self.records.clone(),
         }
     }
+}
+
+/// The record transition that tells a full review is required (AR1).
+pub const STRICT_REVIEW_REQUIRED: &str = "strict_review_required";
+
+/// Risk scores under which the automatic path must not answer (AR1).
+pub fn requires_full_review(risk: &str) -> bool {
+    matches!(risk, "elevated" | "stale" | "high")
 }
 
 /// The fault points a batch of writes passes through.

@@ -269,6 +269,10 @@ pub enum Action {
     },
     #[serde(rename = "fault/clear")]
     ClearFault { point: FaultPoint },
+    /// The harness, playing the host's approval reviewer, scores an
+    /// instance's risk: `low`, `elevated` or `stale` (capability `reviewer`).
+    #[serde(rename = "review/score")]
+    ScoreRisk { instance: Id, risk: String },
     #[serde(rename = "state/observe")]
     Observe,
 }
@@ -301,6 +305,7 @@ impl Action {
             Action::SetClock { .. } => "clock/set",
             Action::ArmFault { .. } => "fault/arm",
             Action::ClearFault { .. } => "fault/clear",
+            Action::ScoreRisk { .. } => "review/score",
             Action::Observe => "state/observe",
         }
     }
@@ -625,6 +630,9 @@ pub struct DecisionRecord {
     /// Who decided, for approvals: a person, the policy or the external authorizer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<DecidedBy>,
+    /// The approval request the record is about, for approvals and review notices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Id>,
     pub created_instances_delta: u32,
 }
 

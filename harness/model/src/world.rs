@@ -284,6 +284,7 @@ impl World {
             Action::SetClock { now } => self.state.set_clock(j, *now),
             Action::ArmFault { point, times } => self.state.arm_fault(*point, *times),
             Action::ClearFault { point } => self.state.clear_fault(*point),
+            Action::ScoreRisk { instance, risk } => self.state.score_risk(j, instance, risk),
             Action::Observe => {
                 let mut r = ActionResult::ok();
                 r.observed = Some(self.state.observe());

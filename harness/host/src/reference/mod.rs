@@ -34,7 +34,7 @@ pub const AUTHORIZER_TIMEOUT: Duration = Duration::from_millis(1_500);
 pub const MODEL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The capabilities the reference host implements: all of them but remote
-/// targets, worktrees, other providers and the reviewer.
+/// targets, worktrees and other providers.
 pub const REFERENCE_CAPABILITIES: &[&str] = &[
     capability::RECEIPTS,
     capability::NESTED_DELEGATION,
@@ -51,6 +51,7 @@ pub const REFERENCE_CAPABILITIES: &[&str] = &[
     capability::FORK,
     capability::EVENTS,
     capability::FULL_ACCESS_CHILDREN,
+    capability::REVIEWER,
 ];
 
 /// The state a started reference host carries between calls.
@@ -689,6 +690,7 @@ impl Host for ReferenceHost {
             Action::SetClock { now } => run.state.set_clock(j, *now),
             Action::ArmFault { point, times } => run.state.arm_fault(*point, *times),
             Action::ClearFault { point } => run.state.clear_fault(*point),
+            Action::ScoreRisk { instance, risk } => run.state.score_risk(j, instance, risk),
             Action::Observe => {
                 // Observing also takes in a pending list_changed, so the view is current.
                 run.live_tools(method).await?;

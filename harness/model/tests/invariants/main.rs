@@ -629,6 +629,7 @@ fn ce6(bad: bool) -> Vec<HistoryEntry> {
         deny_reasons: vec![],
         receipt_ids: vec![],
         decided_by: None,
+        approval: None,
         created_instances_delta: 1,
     };
     H::new()
