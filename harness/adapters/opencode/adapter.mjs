@@ -10,8 +10,10 @@ import { pathToFileURL } from 'node:url';
 import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
 import {
   ensureOpencode, isolatedEnv, opencodeConfig, writeOpencodeFiles, OpencodeServer,
-  readJson, writeAtomic, PROVIDER_ID, MODEL_ID,
+  readJson, writeAtomic, PROVIDER_ID, MODEL_ID, seedConfig, saveSeed, seedInstalled,
 } from './lib/opencode.mjs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { sessionPermission, turnResult, liveState, childCeiling } from './lib/mapping.mjs';
 
 const PROTOCOL_VERSION = '1.0';
@@ -73,9 +75,12 @@ export class Adapter {
     }
     const bin = ensureOpencode({ env: this.env, log: (l, m) => this.log(l, m) });
     const env = isolatedEnv(this.storeDir, this.env);
+    const seeded = this.env.OPENCODE_ADAPTER_BIN ? true : seedConfig(this.env, env);
+    if (!seeded) this.log('warn', 'no config seed: opencode installs @opencode-ai/plugin with npm now (slow); run `node adapter.mjs --install` once');
     const cwd = writeOpencodeFiles(this.storeDir, env, config);
     const server = new OpencodeServer({ ...bin, env, cwd, log: (l, m) => this.log(l, m) });
-    await server.start();
+    await server.start({ readyTimeoutMs: seeded ? 20000 : 120000 });
+    if (!seeded && seedInstalled(env)) saveSeed(this.env, env);
     this.server = server;
     this.serverConfigKey = key;
     this.log('info', `opencode ${bin.version} serving ${cwd} at ${server.url} (subagent_depth ${config.subagent_depth})`);
@@ -386,6 +391,32 @@ export class Adapter {
   }
 }
 
+/**
+ * `--install`: installs the pinned opencode, then starts it once in a scratch
+ * store until it has installed its config dependencies, and keeps those as
+ * the seed every store is given (no network during runs).
+ */
+export async function install({ env = process.env } = {}) {
+  const say = (m) => process.stderr.write(`${m}\n`);
+  const bin = ensureOpencode({ env, log: (l, m) => say(`${l}: ${m}`) });
+  say(`opencode ${bin.version}: ${bin.command}`);
+  const scratch = mkdtempSync(join(tmpdir(), 'opencode-adapter-seed-'));
+  try {
+    const isolated = isolatedEnv(scratch, env);
+    if (seedConfig(env, isolated)) { say('config seed already present'); return; }
+    const cwd = writeOpencodeFiles(scratch, isolated, opencodeConfig({ modelEndpoint: 'http://127.0.0.1:9', subagentDepth: 1, roles: DEFAULT_ROLES }));
+    const server = new OpencodeServer({ ...bin, env: isolated, cwd, log: () => {} });
+    await server.start({ readyTimeoutMs: 300000 });
+    const deadline = Date.now() + 300000;
+    while (!seedInstalled(isolated) && Date.now() < deadline) await sleep(500);
+    await server.stop();
+    if (!saveSeed(env, isolated)) throw new Error('opencode did not install @opencode-ai/plugin into its config folder');
+    say('config seed saved');
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
 /** Runs the adapter on stdin/stdout until stdin ends, then stops opencode. */
 export async function main({ input = process.stdin, output = process.stdout, env = process.env } = {}) {
   const adapter = new Adapter({ env, notify: (level, message) => output.write(logNotification(level, message)) });
@@ -402,8 +433,10 @@ export async function main({ input = process.stdin, output = process.stdout, env
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   if (process.argv.includes('--install')) {
-    const bin = ensureOpencode({ log: (l, m) => process.stderr.write(`${l}: ${m}\n`) });
-    process.stderr.write(`opencode ${bin.version}: ${bin.command}\n`);
+    install().then(() => process.exit(0), (e) => {
+      process.stderr.write(`install failed: ${e.stack || e}\n`);
+      process.exit(1);
+    });
   } else {
     main().then(() => process.exit(0), (e) => {
       process.stderr.write(`[adapter] fatal: ${e.stack || e}\n`);

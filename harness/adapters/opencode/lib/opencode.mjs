@@ -1,7 +1,7 @@
 // Installing, isolating, configuring, starting and stopping `opencode serve`, and a small HTTP client for its API.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync, cpSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -145,6 +145,49 @@ export function writeOpencodeFiles(storeDir, env, config) {
   return ws;
 }
 
+/**
+ * opencode installs `@opencode-ai/plugin` into its global config folder with
+ * npm on its first start in a new HOME (tens of MB from the registry, often
+ * longer than the harness's 30 s step deadline). The adapter keeps one
+ * installed copy beside the binary (`config-seed`) and copies it into each
+ * new store, so a run needs no network after `--install`.
+ */
+export function seedDir(env = process.env) {
+  return join(cacheDir(env), 'config-seed');
+}
+
+const SEED_MARKER = join('node_modules', '@opencode-ai', 'plugin', 'package.json');
+
+/** Copies the seed into a store's opencode config folder when it has none; answers whether the store is seeded. */
+export function seedConfig(env, isolated) {
+  const target = join(isolated.XDG_CONFIG_HOME, 'opencode');
+  if (existsSync(join(target, SEED_MARKER))) return true;
+  const seed = seedDir(env);
+  if (!existsSync(join(seed, SEED_MARKER))) return false;
+  cpSync(seed, target, { recursive: true });
+  return true;
+}
+
+/** Saves a store's installed opencode config folder as the seed (once it finished installing). */
+export function saveSeed(env, isolated) {
+  const source = join(isolated.XDG_CONFIG_HOME, 'opencode');
+  if (!existsSync(join(source, SEED_MARKER))) return false;
+  const seed = seedDir(env);
+  const tmp = `${seed}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  for (const name of ['node_modules', 'package.json', 'package-lock.json', 'bun.lock', '.gitignore']) {
+    if (existsSync(join(source, name))) cpSync(join(source, name), join(tmp, name), { recursive: true });
+  }
+  rmSync(seed, { recursive: true, force: true });
+  renameSync(tmp, seed);
+  return true;
+}
+
+export function seedInstalled(isolated) {
+  return existsSync(join(isolated.XDG_CONFIG_HOME, 'opencode', SEED_MARKER));
+}
+
 /** A free TCP port on 127.0.0.1. */
 export function freePort() {
   return new Promise((resolve, reject) => {
@@ -194,7 +237,7 @@ export class OpencodeServer {
       if (spawnError) throw new Error(`could not start opencode (${this.command}): ${spawnError.message}`);
       if (gone) throw new Error(`opencode serve exited before it was ready (${this.command})`);
       try {
-        const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(1000) });
+        const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(Math.max(1000, deadline - Date.now())) });
         if (res.ok) return this;
       } catch { /* not listening yet */ }
       await sleep(100);
