@@ -8,15 +8,18 @@ use std::time::{Duration, Instant};
 
 use delegation_host::{Host, HostError, HostLauncher};
 use delegation_model::{
-    Action, ActionResult, ApprovalState, Decision, Evidence, HistoryEntry, InvariantId, Millis,
-    Observed, Receipt, StepKind, TurnReport,
+    Action, ActionResult, ApprovalState, DecidedBy, Decision, Evidence, HistoryEntry, InvariantId,
+    Millis, Observed, Receipt, StepKind, TurnReport,
 };
 use delegation_protocol::{Environment, InitializeParams, InitializeResult, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
 use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
-use crate::scenario::{AliasKind, Expect, LATEST_PENDING, ModelEndpointStep, Scenario, StepAction};
+use crate::scenario::{
+    AliasKind, DELEGATION_TRANSITIONS, Expect, LATEST_PENDING, ModelEndpointStep, Scenario,
+    StepAction, UNKNOWN_ALIAS,
+};
 use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
 
@@ -111,6 +114,9 @@ struct Run<'a> {
     canaries: Vec<String>,
     /// The model endpoint's rules as the scenario wrote them (aliases, not ids).
     rules: Vec<delegation_observers::ModelRule>,
+    /// What `@unknown` resolves to in this run: drawn once, so every step
+    /// naming it sends the same never-issued id and transcripts stay stable.
+    unknown_id: String,
 }
 
 /// Runs `scenario` once against a host from `launcher`, emitting `StepFinished` events.
@@ -196,7 +202,18 @@ pub async fn execute(
         transcript: Transcript::default(),
         canaries: Vec::new(),
         rules: scenario.setup.model.clone(),
+        // Derived from the scenario id, not random: a host may quote it in free
+        // text (`detail`), which snapshots keep verbatim, so it must be stable.
+        unknown_id: format!(
+            "never-issued-{}",
+            &delegation_model::digest::sha256_hex(
+                format!("delegation-harness @unknown {}", scenario.id).as_bytes()
+            )[..24]
+        ),
     };
+    run.transcript
+        .aliases
+        .push((run.unknown_id.clone(), UNKNOWN_ALIAS.to_string()));
     if !missing.is_empty() {
         run.close().await;
         return finish(RawOutcome::Unsupported(missing), vec![], 0, run.transcript);
@@ -416,7 +433,30 @@ impl Run<'_> {
                         return Ok(false);
                     }
                 };
-                let result = self.call(&action).await?;
+                let expects_exit = step.expect.as_ref().is_some_and(|e| e.host_exits);
+                let result = match self.call(&action).await {
+                    Err(HostFault::Broken(message)) if expects_exit => {
+                        return self.host_exited(index, action, message, &mark).await;
+                    }
+                    other => other?,
+                };
+                if expects_exit {
+                    // It answered normally: recorded below, and a failure; the
+                    // next step is a restart, which a live host survives too.
+                    self.failures.push(Failure {
+                        kind: FailureKind::Expectation,
+                        invariants: self.scenario.checks.clone(),
+                        step: index,
+                        at: format!("steps[{index}].expect.host_exits"),
+                        expected: json!("the host exits or answers with an error (it was expected to die here)"),
+                        observed: serde_json::to_value(&result).unwrap_or(Value::Null),
+                        message: format!(
+                            "expected the host to exit during `{}`, but it answered normally",
+                            action.method()
+                        ),
+                        evidence: json!({ "host_reply": result, "stderr_tail": self.host.stderr_tail() }),
+                    });
+                }
                 let bound_before = self.aliases.len();
                 self.bind(other, &result);
                 if self.aliases.len() != bound_before && self.rules_name_aliases() {
@@ -463,6 +503,36 @@ impl Run<'_> {
         Ok(true)
     }
 
+    /// A step that killed the host as its `expect.host_exits` said: recorded
+    /// with the error as its result and no observed state (the host is dead),
+    /// its observer-side expectations checked, and the scenario goes on.
+    async fn host_exited(
+        &mut self,
+        index: usize,
+        action: Action,
+        message: String,
+        mark: &WorldMark,
+    ) -> Result<bool, HostFault> {
+        let evidence = self.world.evidence_since(mark);
+        let entry = HistoryEntry {
+            step: index,
+            kind: StepKind::Action {
+                action,
+                result: Err(message),
+            },
+            evidence,
+            observed: None,
+        };
+        self.record_transcript(index, &entry);
+        self.history.push(entry);
+        if let Some(expect) = &self.scenario.steps[index].expect {
+            let before = self.observed.clone();
+            self.check_expect(index, expect, None, &before, mark);
+        }
+        self.check_invariants(index, mark);
+        Ok(true)
+    }
+
     async fn world_step(
         &mut self,
         step: WorldStep,
@@ -506,6 +576,9 @@ impl Run<'_> {
     }
 
     fn id_of(&self, alias: &str) -> Result<String, String> {
+        if alias == UNKNOWN_ALIAS {
+            return Ok(self.unknown_id.clone());
+        }
         self.aliases.get(alias).map(|b| b.id.clone()).ok_or_else(|| {
             format!(
                 "alias `{alias}` is not bound: the step that should have bound it was refused or returned no id"
@@ -528,6 +601,26 @@ impl Run<'_> {
                 request: s.request.clone(),
                 ttl_ms: s.ttl_ms,
             },
+            S::ConsumeReceipt(s) if s.receipt == UNKNOWN_ALIAS => {
+                // Well-formed, so a refusal is about the receipt being unknown, not its shape.
+                let parent = self.id_of(&s.parent)?;
+                let receipt = json!({
+                    "id": self.unknown_id,
+                    "parent": parent,
+                    "call_id": "never-issued",
+                    "commitment": "0".repeat(64),
+                    "role": s.request.role,
+                    "authority": {},
+                    "issued_at": self.clock.unwrap_or(0),
+                    "expires_at": self.clock.unwrap_or(0) + 3_600_000,
+                    "seal": format!("{}-seal", self.unknown_id),
+                });
+                Action::ConsumeReceipt {
+                    receipt,
+                    parent,
+                    request: s.request.clone(),
+                }
+            }
             S::ConsumeReceipt(s) => {
                 let receipt = self
                     .aliases
@@ -607,7 +700,9 @@ impl Run<'_> {
             }
             S::Auto(s) => Action::SetAutoApprove { enabled: s.enabled },
             S::RevokeGrant(s) => {
-                let grant = if s.grant == "latest" {
+                let grant = if s.grant == UNKNOWN_ALIAS {
+                    self.unknown_id.clone()
+                } else if s.grant == "latest" {
                     observed
                         .grants
                         .last()
@@ -637,6 +732,14 @@ impl Run<'_> {
                     secret,
                 }
             }
+            S::CapabilityCall(s) if s.capability == UNKNOWN_ALIAS => Action::CapabilityCall {
+                secret: self.unknown_id.clone(),
+                task: s.task.clone(),
+                agent: self.id_of(&s.agent)?,
+                tool: s.tool.clone(),
+                arguments: s.arguments.clone(),
+                call_id: None,
+            },
             S::CapabilityCall(s) => {
                 let bound = self
                     .aliases
@@ -986,6 +1089,68 @@ impl Run<'_> {
                     json!(count(&|a| a.decision == Some(Decision::Deny))),
                 );
             }
+            if let Some(n) = approvals.dispatched {
+                cmp(
+                    "approvals.dispatched",
+                    json!(n),
+                    json!(count(&|a| a.state == ApprovalState::Dispatched)),
+                );
+            }
+            for (field, expected, by) in [
+                ("person", approvals.decided_by_person, DecidedBy::Person),
+                ("policy", approvals.decided_by_policy, DecidedBy::Policy),
+                (
+                    "external",
+                    approvals.decided_by_external,
+                    DecidedBy::External,
+                ),
+            ] {
+                if let Some(n) = expected {
+                    cmp(
+                        &format!("approvals.decided_by_{field}"),
+                        json!(n),
+                        json!(count(&|a| a.decided_by == Some(by))),
+                    );
+                }
+            }
+        }
+        if let Some(grants) = &expect.grants {
+            cmp(
+                "grants.count",
+                json!(grants.count),
+                json!(after.grants.len()),
+            );
+        }
+        if let Some(records) = &expect.records {
+            let delegations = || {
+                after
+                    .records
+                    .iter()
+                    .filter(|r| DELEGATION_TRANSITIONS.contains(&r.transition.as_str()))
+            };
+            let allowed = delegations().filter(|r| r.allowed).count() as u64;
+            if let Some(n) = records.allowed_delegations {
+                cmp("records.allowed_delegations", json!(n), json!(allowed));
+            }
+            if let Some(n) = records.denied_delegations {
+                let denied = delegations().filter(|r| !r.allowed).count() as u64;
+                cmp("records.denied_delegations", json!(n), json!(denied));
+            }
+            if let Some(n) = records.allowed_delegations_with_requested_and_effective {
+                let both = delegations()
+                    .filter(|r| r.allowed && r.requested.is_some() && r.effective.is_some())
+                    .count() as u64;
+                cmp(
+                    "records.allowed_delegations_with_requested_and_effective",
+                    json!(n),
+                    json!(both),
+                );
+            }
+        }
+        if !expect.model_saw.is_empty() {
+            for (alias, expected, observed) in self.model_saw_mismatches(&expect.model_saw, mark) {
+                cmp(&format!("model_saw.{alias}"), expected, observed);
+            }
         }
         for (alias, state) in &expect.receipts {
             let id = self.aliases.get(alias).map(|b| b.id.as_str());
@@ -1035,6 +1200,70 @@ impl Run<'_> {
             let failure = self.failure(index, &field, expected, observed, result, mark);
             self.failures.push(failure);
         }
+    }
+
+    /// For each alias whose shown tools differ from the expected names, or
+    /// whose shown definitions differ from what the tool server serves:
+    /// (alias, expected, observed). A shown digest is mapped back to a name
+    /// only through the tool server's current definitions, so a definition
+    /// the host altered (or kept from before a change) shows up as
+    /// `{"altered": name}` and never matches.
+    fn model_saw_mismatches(
+        &self,
+        model_saw: &BTreeMap<String, Vec<String>>,
+        mark: &WorldMark,
+    ) -> Vec<(String, Value, Value)> {
+        let Some(requests) = self.world.model_tools_since(mark) else {
+            return model_saw
+                .iter()
+                .map(|(alias, names)| {
+                    (
+                        alias.clone(),
+                        json!(names),
+                        json!("unknown: this world does not record the tools shown to the model"),
+                    )
+                })
+                .collect();
+        };
+        let served: BTreeMap<String, String> = self
+            .world
+            .tool_definitions()
+            .into_iter()
+            .filter_map(|d| {
+                let name = d.get("name")?.as_str()?.to_string();
+                let digest = delegation_model::digest::digest_value(&d).ok()?;
+                Some((name, digest))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for (alias, names) in model_saw {
+            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let mut shown: BTreeSet<String> = BTreeSet::new();
+            let mut altered: BTreeSet<String> = BTreeSet::new();
+            for request in requests.iter().filter(|r| Some(r.instance.as_str()) == id) {
+                for (name, digest) in &request.tools {
+                    shown.insert(name.clone());
+                    if request.verbatim && served.get(name) != Some(digest) {
+                        altered.insert(name.clone());
+                    }
+                }
+            }
+            let expected: BTreeSet<String> = names.iter().cloned().collect();
+            if shown != expected || !altered.is_empty() {
+                let observed: Vec<Value> = shown
+                    .iter()
+                    .map(|n| {
+                        if altered.contains(n) {
+                            json!({ "altered": n })
+                        } else {
+                            json!(n)
+                        }
+                    })
+                    .collect();
+                out.push((alias.clone(), json!(expected), json!(observed)));
+            }
+        }
+        out
     }
 
     /// Runs the checkers for the scenario's ids and keeps only violations not reported before.

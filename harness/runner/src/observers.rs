@@ -3,13 +3,14 @@
 
 use async_trait::async_trait;
 use delegation_model::{AuthorizerBehaviour, Evidence, WorldChange};
+use delegation_observers::model_endpoint::WireFormat;
 use delegation_observers::tool_server::ToolServer;
 use delegation_observers::{Authorizer, AuthorizerMode, ModelEndpoint};
 use delegation_protocol::McpServer;
 use serde_json::Value;
 
 use crate::scenario::{ModelEndpointStep, Setup, ToolServerStep};
-use crate::world::{Endpoints, World, WorldError, WorldFactory, WorldMark, WorldStep};
+use crate::world::{Endpoints, ShownTools, World, WorldError, WorldFactory, WorldMark, WorldStep};
 
 /// The name the harness's MCP server has in the host's environment.
 pub const MCP_SERVER_NAME: &str = "harness";
@@ -239,6 +240,28 @@ impl World for ObserverWorld {
                 ))
             }
         }
+    }
+
+    fn model_tools_since(&self, mark: &WorldMark) -> Option<Vec<ShownTools>> {
+        Some(
+            self.model
+                .requests_since(mark.model)
+                .into_iter()
+                .filter(|r| r.is_model_request())
+                .map(|r| ShownTools {
+                    instance: r.instance,
+                    tools: r.tools,
+                    verbatim: r.format == WireFormat::Neutral,
+                })
+                .collect(),
+        )
+    }
+
+    fn tool_definitions(&self) -> Vec<Value> {
+        self.tools
+            .as_ref()
+            .map(|t| t.definitions())
+            .unwrap_or_default()
     }
 
     fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {

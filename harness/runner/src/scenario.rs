@@ -259,7 +259,7 @@ impl JsonSchema for Step {
             })
             .collect();
         json_schema!({
-            "description": "One step: exactly one action key, plus optional `expect` (what must hold afterwards) and `note`.",
+            "description": "One step: exactly one action key, plus optional `expect` (what must hold afterwards) and `note`. Wherever a step reads an instance, receipt, approval or capability alias, the reserved alias `@unknown` stands for a fresh id the host never issued (`instance_unknown` scenarios).",
             "oneOf": variants,
         })
     }
@@ -307,7 +307,8 @@ pub struct PrepareReceiptStep {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConsumeReceiptStep {
-    /// Alias of a receipt issued by an earlier `prepare_receipt`.
+    /// Alias of a receipt issued by an earlier `prepare_receipt`, or
+    /// `@unknown`: a well-formed receipt the host never issued.
     pub receipt: String,
     pub parent: String,
     pub request: SpawnRequest,
@@ -331,12 +332,14 @@ pub struct Tamper {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptRef {
+    /// A receipt alias, or `@unknown` for an id the host never issued.
     pub receipt: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InstanceRef {
+    /// An instance alias, or `@unknown` for an id the host never issued.
     pub instance: String,
 }
 
@@ -400,6 +403,14 @@ pub struct AnswerStep {
 
 /// The `answer` target meaning "the newest pending approval the host shows".
 pub const LATEST_PENDING: &str = "latest-pending";
+
+/// The reserved alias for an id the host never issued (`instance_unknown`
+/// scenarios): accepted wherever an instance, receipt, approval or
+/// capability alias is read, and resolved to an id of the form
+/// `never-issued-<24 hex digits>` that no host hands out (derived from the
+/// scenario id, so transcripts and snapshots stay stable).
+/// Aliases starting with `@` are reserved for the harness; this is the only one.
+pub const UNKNOWN_ALIAS: &str = "@unknown";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -532,7 +543,48 @@ pub struct Expect {
     /// A partial match against the effective authority: every field given must be equal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effective: Option<Value>,
+    /// This step is expected to kill the host (for example under the fault
+    /// `crash.after_decision_commit`, RS3): it passes when the host exits or
+    /// answers with an error instead of a reply, and fails when it answers
+    /// normally. The host is then dead: the steps up to the next `restart`
+    /// may only change the observers. Default `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_exits: bool,
+    /// Exact-call grants in the host's observed state after the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<CountExpect>,
+    /// Counts over the host's decision records after the step (CE6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub records: Option<RecordsExpect>,
+    /// By instance alias: exactly the tool names the model was shown in this
+    /// step's requests for that instance. Each shown definition must also be
+    /// byte-for-byte the one the harness's tool server serves (same digest),
+    /// so a host that shows an altered or stale definition fails. An empty
+    /// list means "shown no tool" (or no request was made for it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub model_saw: BTreeMap<String, Vec<String>>,
 }
+
+/// Counts over the decision records (`state/observe` `records`). A
+/// delegation record is one with transition `delegate`, `consume` or `spawn`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordsExpect {
+    /// Allowed delegation records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_delegations: Option<u64>,
+    /// Denied delegation records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub denied_delegations: Option<u64>,
+    /// Allowed delegation records that carry both `requested` and `effective`
+    /// (CE6: fallback cannot pass for routing). Equal to `allowed_delegations`
+    /// means every allowed delegation records both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_delegations_with_requested_and_effective: Option<u64>,
+}
+
+/// The transitions whose records are delegations (as the CE6 checker reads them).
+pub const DELEGATION_TRANSITIONS: &[&str] = &["delegate", "consume", "spawn"];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -587,6 +639,18 @@ pub struct ApprovalsExpect {
     pub allowed: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub denied: Option<u64>,
+    /// In state `dispatched` (absolute count, unlike `delta.approvals_dispatched`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatched: Option<u64>,
+    /// Decided by a person (`decided_by: person`), whatever the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by_person: Option<u64>,
+    /// Decided by the automatic policy (`decided_by: policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by_policy: Option<u64>,
+    /// Decided by the external authorizer (`decided_by: external`; EA5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by_external: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -761,6 +825,17 @@ impl Scenario {
         for (i, step) in self.steps.iter().enumerate() {
             let at = |field: &str| format!("steps[{i}].{}.{field}", step.action.key());
             for (field, alias, kind) in step.action.uses() {
+                if alias == UNKNOWN_ALIAS {
+                    continue;
+                }
+                if alias.starts_with('@') {
+                    return Err(invalid(
+                        at(field),
+                        format!(
+                            "`{alias}`: aliases starting with `@` are reserved for the harness; the only one is `{UNKNOWN_ALIAS}` (an id the host never issued)"
+                        ),
+                    ));
+                }
                 match bound.get(alias) {
                     None => {
                         return Err(invalid(
@@ -781,6 +856,9 @@ impl Scenario {
                 }
             }
             if let Some(expect) = &step.expect {
+                if expect.host_exits {
+                    self.validate_host_exits(i, expect, file)?;
+                }
                 let aliases = expect
                     .state
                     .keys()
@@ -801,10 +879,24 @@ impl Scenario {
                             .effective_equals_ceiling_of
                             .iter()
                             .map(|a| ("effective_equals_ceiling_of", a, AliasKind::Instance)),
+                    )
+                    .chain(
+                        expect
+                            .model_saw
+                            .keys()
+                            .map(|a| ("model_saw", a, AliasKind::Instance)),
                     );
                 // An expectation may name an alias this very step binds.
                 let binds_here: Vec<(String, AliasKind)> = step.action.binds();
                 for (field, alias, kind) in aliases {
+                    if alias.starts_with('@') {
+                        return Err(invalid(
+                            format!("steps[{i}].expect.{field}"),
+                            format!(
+                                "`{alias}` is a reserved alias; an expectation names an alias an earlier step bound (an id the host never issued has no state to expect)"
+                            ),
+                        ));
+                    }
                     let known = bound
                         .get(alias)
                         .copied()
@@ -832,6 +924,14 @@ impl Scenario {
                 }
             }
             for (alias, kind) in step.action.binds() {
+                if alias.starts_with('@') {
+                    return Err(invalid(
+                        format!("steps[{i}].{}", step.action.key()),
+                        format!(
+                            "`{alias}` cannot be bound: aliases starting with `@` are reserved for the harness; choose a plain name"
+                        ),
+                    ));
+                }
                 if let Some(previous) = bound.insert(alias.clone(), kind) {
                     return Err(invalid(
                         format!("steps[{i}].{}.as", step.action.key()),
@@ -840,6 +940,86 @@ impl Scenario {
                         ),
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Scenario {
+    /// A step expected to kill the host: it must be a host action, it cannot
+    /// expect anything that needs the host's reply or its state afterwards,
+    /// and no host action may follow before the next `restart`.
+    fn validate_host_exits(
+        &self,
+        i: usize,
+        expect: &Expect,
+        file: &Path,
+    ) -> Result<(), ScenarioError> {
+        let invalid = |path: String, message: String| ScenarioError::Invalid {
+            file: file.to_path_buf(),
+            path,
+            message,
+        };
+        let step = &self.steps[i];
+        if !step.action.is_host_action() || matches!(step.action, StepAction::Observe(_)) {
+            return Err(invalid(
+                format!("steps[{i}].expect.host_exits"),
+                format!(
+                    "`host_exits` belongs on a step that asks the host to act (turn, tool_call, answer, ...), not on `{}`",
+                    step.action.key()
+                ),
+            ));
+        }
+        let delta_needs_state = expect.delta.as_ref().is_some_and(|d| {
+            d.instances.is_some()
+                || d.approvals_dispatched.is_some()
+                || d.approvals_pending.is_some()
+        });
+        let needs_host: Vec<&str> = [
+            ("outcome", expect.outcome.is_some()),
+            ("reason", expect.reason.is_some()),
+            ("spawn", expect.spawn.is_some()),
+            ("state", !expect.state.is_empty()),
+            ("instances", expect.instances.is_some()),
+            ("approvals", expect.approvals.is_some()),
+            ("receipts", !expect.receipts.is_empty()),
+            ("tool_call", expect.tool_call.is_some()),
+            ("woke", expect.woke.is_some()),
+            (
+                "effective_equals_ceiling_of",
+                expect.effective_equals_ceiling_of.is_some(),
+            ),
+            ("effective", expect.effective.is_some()),
+            ("grants", expect.grants.is_some()),
+            ("records", expect.records.is_some()),
+            ("delta.instances / delta.approvals_*", delta_needs_state),
+        ]
+        .into_iter()
+        .filter_map(|(name, present)| present.then_some(name))
+        .collect();
+        if !needs_host.is_empty() {
+            return Err(invalid(
+                format!("steps[{i}].expect"),
+                format!(
+                    "with `host_exits` the host gives no reply and cannot be observed after this step, so {} cannot be checked here: move them to the `restart` step that follows (only the observers' `delta` counts and `model_saw` can be checked on a step that kills the host)",
+                    needs_host.join(", ")
+                ),
+            ));
+        }
+        for (j, later) in self.steps.iter().enumerate().skip(i + 1) {
+            match &later.action {
+                StepAction::Restart(_) => break,
+                action if action.is_host_action() => {
+                    return Err(invalid(
+                        format!("steps[{j}].{}", action.key()),
+                        format!(
+                            "step {i} expects the host to exit (`host_exits`), so the host is dead until a `restart`: insert {{\"restart\": {{}}}} before this `{}` step",
+                            action.key()
+                        ),
+                    ));
+                }
+                _ => {}
             }
         }
         Ok(())

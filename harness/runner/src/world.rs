@@ -5,6 +5,8 @@
 //! before a step and asks for the [`Evidence`] since. That keeps the runner
 //! testable with a scripted world and lets the observers evolve on their own.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use delegation_model::{Evidence, WorldChange};
 use delegation_protocol::McpServer;
@@ -44,6 +46,19 @@ pub struct WorldError {
     pub message: String,
 }
 
+/// The tools the model was shown in one model request, as the model endpoint recorded them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShownTools {
+    /// The instance the request was attributed to (a host id).
+    pub instance: String,
+    /// Tool name to the digest of the definition as the request carried it.
+    pub tools: BTreeMap<String, String>,
+    /// Whether the request's wire format carries MCP definitions verbatim,
+    /// so its digests are comparable with the tool server's. Chat
+    /// Completions and Responses wrap and rename fields; there only names compare.
+    pub verbatim: bool,
+}
+
 /// The observers of one scenario run. Fresh per scenario: evidence never leaks between scenarios.
 #[async_trait]
 pub trait World: Send + Sync {
@@ -58,6 +73,16 @@ pub trait World: Send + Sync {
     ) -> Result<(String, Option<WorldChange>), WorldError>;
     /// The last requests the observers saw since `mark`, as evidence for a failed check.
     fn recent_since(&self, mark: &WorldMark) -> Vec<Value>;
+    /// Per model request since `mark`, the tools the model was shown (`expect.model_saw`).
+    /// `None` (the default): this world does not record it, and a `model_saw`
+    /// expectation fails rather than pass on nothing.
+    fn model_tools_since(&self, _mark: &WorldMark) -> Option<Vec<ShownTools>> {
+        None
+    }
+    /// The definitions the tool server serves now, each with its `name`.
+    fn tool_definitions(&self) -> Vec<Value> {
+        Vec::new()
+    }
     async fn shutdown(&mut self);
 }
 

@@ -2,6 +2,7 @@
 //! expectations, interruption, and every reporter's output.
 
 mod fake;
+mod reference;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -177,3 +177,103 @@ fn the_committed_json_schema_is_current() {
     let steps = &schema()["$defs"]["Step"]["oneOf"];
     assert!(steps.as_array().is_some_and(|a| a.len() > 20), "{steps}");
 }
+
+#[test]
+fn the_reserved_unknown_alias_is_accepted_where_an_alias_is_read() {
+    let s = parse_edited(|v| {
+        v["steps"][1]["delegate"]["parent"] = "@unknown".into();
+        v["steps"][1]["delegate"]
+            .as_object_mut()
+            .unwrap()
+            .remove("as");
+    })
+    .unwrap();
+    assert!(matches!(&s.steps[1].action, StepAction::Delegate(d) if d.parent == "@unknown"));
+}
+
+#[test]
+fn other_reserved_aliases_and_binding_or_expecting_one_are_refused() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["delegate"]["parent"] = "@nobody".into();
+    }));
+    assert!(text.contains("steps[1].delegate.parent"), "{text}");
+    assert!(
+        text.contains("reserved") && text.contains("@unknown"),
+        "{text}"
+    );
+
+    let text = err_text(parse_edited(|v| {
+        v["steps"][0]["start"]["as"] = "@root".into()
+    }));
+    assert!(text.contains("steps[0].start"), "{text}");
+    assert!(text.contains("cannot be bound"), "{text}");
+
+    let text = err_text(parse_edited(|v| {
+        v["steps"][3]["expect"]["state"] = serde_json::json!({ "@unknown": "closed" });
+    }));
+    assert!(text.contains("steps[3].expect.state"), "{text}");
+    assert!(text.contains("never issued has no state"), "{text}");
+}
+
+#[test]
+fn host_exits_needs_a_restart_before_the_next_host_action() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["expect"] = serde_json::json!({ "host_exits": true });
+        v["steps"][2] = serde_json::json!({ "observe": {} });
+    }));
+    assert!(text.contains("steps[2].observe"), "{text}");
+    assert!(text.contains("insert {\"restart\": {}}"), "{text}");
+
+    // Observer-side changes may come between the crash and the restart.
+    parse_edited(|v| {
+        v["steps"][1]["expect"] =
+            serde_json::json!({ "host_exits": true, "delta": { "handler_calls": 0 } });
+        v["steps"].as_array_mut().unwrap().insert(
+            2,
+            serde_json::json!({ "model_endpoint": { "failing": null } }),
+        );
+    })
+    .unwrap();
+}
+
+#[test]
+fn host_exits_refuses_expectations_that_need_a_reply_or_a_live_host() {
+    let text = err_text(parse_edited(|v| {
+        v["steps"][1]["expect"]["host_exits"] = true.into();
+    }));
+    assert!(text.contains("steps[1].expect"), "{text}");
+    assert!(
+        text.contains("outcome, reason, delta.instances"),
+        "names each offending field: {text}"
+    );
+    assert!(text.contains("move them to the `restart` step"), "{text}");
+
+    let text = err_text(parse_edited(|v| {
+        v["steps"][2] = serde_json::json!({ "restart": {}, "expect": { "host_exits": true } });
+    }));
+    assert!(text.contains("steps[2].expect.host_exits"), "{text}");
+    assert!(text.contains("not on `restart`"), "{text}");
+}
+
+#[test]
+fn new_expectation_fields_parse_and_model_saw_names_a_bound_instance() {
+    let s = parse_edited(|v| {
+        v["steps"][3]["expect"] = serde_json::json!({
+            "grants": { "count": 0 },
+            "approvals": { "dispatched": 0, "decided_by_person": 0, "decided_by_policy": 0, "decided_by_external": 0 },
+            "records": { "allowed_delegations": 0, "denied_delegations": 1, "allowed_delegations_with_requested_and_effective": 0 },
+            "model_saw": { "root": [] }
+        });
+    })
+    .unwrap();
+    let expect = s.steps[3].expect.as_ref().unwrap();
+    assert_eq!(expect.grants.as_ref().map(|g| g.count), Some(0));
+    assert_eq!(expect.records.as_ref().unwrap().denied_delegations, Some(1));
+    assert_eq!(expect.model_saw["root"], Vec::<String>::new());
+
+    let text = err_text(parse_edited(|v| {
+        v["steps"][3]["expect"] = serde_json::json!({ "model_saw": { "ghost": ["x"] } });
+    }));
+    assert!(text.contains("steps[3].expect.model_saw"), "{text}");
+    assert!(text.contains("`ghost`"), "{text}");
+}

@@ -1,0 +1,352 @@
+//! The runner's scenario features against the real reference host and the
+//! real observers: a step that kills the host (`host_exits`), the reserved
+//! `@unknown` alias, and the absolute-count, records and `model_saw`
+//! expectations, in process and (for the crash) as a subprocess.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use delegation_host::process::ProcessOptions;
+use delegation_host::{HostLauncher, ProcessLauncher, ReferenceLauncher};
+use delegation_model::{Evidence, WorldChange};
+use delegation_runner::catalogue::{Catalogue, Filter, order};
+use delegation_runner::scenario::Setup;
+use delegation_runner::verdict::{ScenarioResult, Verdict};
+use delegation_runner::world::{
+    Endpoints, ShownTools, World, WorldError, WorldFactory, WorldMark, WorldStep,
+};
+use delegation_runner::{ObserverWorlds, RunOptions, RunReport, Scenario, report, run};
+use serde_json::Value;
+
+fn features() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/features")
+}
+
+const CRASH: &str = "rs/001-crash-between-commit-and-dispatch";
+const UNKNOWN: &str = "tr/001-unknown-instance";
+const RECORDS: &str = "ce/001-records-requested-and-effective";
+
+/// A one-scenario catalogue in a temp dir: the feature fixture `id`, edited.
+fn edited(id: &str, edit: impl FnOnce(&mut Value)) -> tempfile::TempDir {
+    let text = std::fs::read_to_string(features().join(format!("{id}.json"))).unwrap();
+    let mut value: Value = serde_json::from_str(&text).unwrap();
+    edit(&mut value);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{id}.json"));
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, value.to_string()).unwrap();
+    dir
+}
+
+async fn run_catalogue(
+    dir: &Path,
+    filter: &[String],
+    launcher: Arc<dyn HostLauncher>,
+    worlds: Arc<dyn WorldFactory>,
+    jobs: usize,
+) -> RunReport {
+    let catalogue = Catalogue::load(dir).unwrap_or_else(|e| panic!("{e}"));
+    let selected = catalogue.select(&Filter::new(filter, &[]).unwrap());
+    assert!(
+        !selected.is_empty(),
+        "the filter {filter:?} selects nothing"
+    );
+    let scenarios: Vec<Scenario> = order(&selected, 0).into_iter().cloned().collect();
+    let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+    let drained = tokio::spawn(report::drain(rx, vec![]));
+    let (_keep, interrupt) = tokio::sync::watch::channel(false);
+    let options = RunOptions {
+        jobs,
+        ..RunOptions::default()
+    };
+    let report = run(scenarios, launcher, worlds, options, events, interrupt).await;
+    drained.await.unwrap().unwrap();
+    report
+}
+
+async fn in_process(dir: &Path) -> RunReport {
+    run_catalogue(
+        dir,
+        &[],
+        Arc::new(ReferenceLauncher::default()),
+        Arc::new(ObserverWorlds),
+        1,
+    )
+    .await
+}
+
+fn result<'a>(report: &'a RunReport, id: &str) -> &'a ScenarioResult {
+    report
+        .results
+        .iter()
+        .find(|r| r.id == id)
+        .unwrap_or_else(|| panic!("no result for {id}"))
+}
+
+fn assert_pass(r: &ScenarioResult) {
+    assert_eq!(
+        r.verdict,
+        Verdict::Pass,
+        "{}: {:#?}",
+        r.id,
+        r.failures
+            .iter()
+            .map(report::failure_line)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(r.steps_run, r.steps_total, "{}: every step ran", r.id);
+}
+
+/// Failure locations (`steps[2].expect.host_exits`) of a result.
+fn failed_at(r: &ScenarioResult) -> Vec<&str> {
+    r.failures.iter().map(|f| f.at.as_str()).collect()
+}
+
+/// `delegation-reference-host`, built on demand: it belongs to another
+/// package, so cargo does not build it for this test binary.
+fn reference_binary() -> PathBuf {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "delegation-host",
+            "--bin",
+            "delegation-reference-host",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .expect("cargo runs");
+    assert!(
+        status.success(),
+        "building delegation-reference-host failed"
+    );
+    // The test binary is `<target>/debug/deps/run-<hash>`; binaries sit in `<target>/debug`.
+    let exe = std::env::current_exe().unwrap();
+    let binary = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("delegation-reference-host");
+    assert!(binary.is_file(), "{} was not built", binary.display());
+    binary
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_kills_the_in_process_host_passes_and_the_scenario_goes_on() {
+    let report = in_process(&features()).await;
+    let crash = result(&report, CRASH);
+    assert_pass(crash);
+    // The crash step is recorded with the host's error, not a reply.
+    let step = &crash.transcript[2];
+    assert!(
+        step["reply"]["protocol_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("crash.after_decision_commit")),
+        "{step}"
+    );
+    assert!(
+        step["observed"].is_null(),
+        "a dead host is not observed: {step}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_that_kills_the_subprocess_host_passes_on_its_exit_status() {
+    let binary = reference_binary();
+    let launcher =
+        ProcessLauncher::new(&binary.display().to_string(), ProcessOptions::default()).unwrap();
+    let report = run_catalogue(
+        &features(),
+        &[CRASH.into()],
+        Arc::new(launcher),
+        Arc::new(ObserverWorlds),
+        1,
+    )
+    .await;
+    let crash = result(&report, CRASH);
+    assert_pass(crash);
+    let error = crash.transcript[2]["reply"]["protocol_error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(error.contains("70"), "the reference host exits 70: {error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_answers_where_it_should_die_fails_there_and_the_run_goes_on() {
+    // Without the fault the reference host answers the turn normally.
+    let dir = edited(CRASH, |v| {
+        v["steps"][1] = serde_json::json!({ "clock": { "set": 1 } });
+    });
+    let report = in_process(dir.path()).await;
+    let crash = result(&report, CRASH);
+    assert_eq!(crash.verdict, Verdict::Fail);
+    let at = failed_at(crash);
+    assert!(at.contains(&"steps[2].expect.host_exits"), "{at:?}");
+    let exits = crash
+        .failures
+        .iter()
+        .find(|f| f.at == "steps[2].expect.host_exits")
+        .unwrap();
+    assert_eq!(
+        exits.observed["outcome"], "ok",
+        "the normal reply is the evidence"
+    );
+    // The allow was dispatched, so the counts after the restart differ too: the steps after it ran.
+    assert!(
+        at.contains(&"steps[3].expect.approvals.dispatched"),
+        "{at:?}"
+    );
+    assert_eq!(crash.steps_run, crash.steps_total);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_ids_are_refused_and_named_by_the_reserved_alias_in_transcripts() {
+    let report = in_process(&features()).await;
+    let unknown = result(&report, UNKNOWN);
+    assert_pass(unknown);
+    let step = &unknown.transcript[1];
+    assert_eq!(
+        step["request"]["params"]["instance"], "<@unknown>",
+        "{step}"
+    );
+    // Stable across runs: a host may quote the id in free text, which snapshots keep.
+    let again = in_process(&features()).await;
+    assert_eq!(result(&again, UNKNOWN).transcript, unknown.transcript);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_and_absolute_counts_are_checked_against_the_observed_state() {
+    let report = in_process(&features()).await;
+    assert_pass(result(&report, RECORDS));
+
+    let dir = edited(RECORDS, |v| {
+        v["steps"][2]["expect"]["records"] = serde_json::json!({
+            "allowed_delegations": 2,
+            "denied_delegations": 0,
+            "allowed_delegations_with_requested_and_effective": 0
+        });
+    });
+    let report = in_process(dir.path()).await;
+    let r = result(&report, RECORDS);
+    assert_eq!(
+        failed_at(r),
+        [
+            "steps[2].expect.records.allowed_delegations",
+            "steps[2].expect.records.denied_delegations",
+            "steps[2].expect.records.allowed_delegations_with_requested_and_effective",
+        ]
+    );
+    let observed: Vec<u64> = r
+        .failures
+        .iter()
+        .filter_map(|f| f.observed.as_u64())
+        .collect();
+    assert_eq!(observed, [1, 1, 1]);
+
+    let dir = edited(CRASH, |v| {
+        v["steps"][3]["expect"]["approvals"] = serde_json::json!({
+            "dispatched": 1, "decided_by_person": 1, "decided_by_policy": 0, "decided_by_external": 1
+        });
+        v["steps"][3]["expect"]["grants"] = serde_json::json!({ "count": 1 });
+    });
+    let report = in_process(dir.path()).await;
+    let crash = result(&report, CRASH);
+    assert_eq!(
+        failed_at(crash),
+        [
+            "steps[3].expect.approvals.dispatched",
+            "steps[3].expect.approvals.decided_by_person",
+            "steps[3].expect.approvals.decided_by_policy",
+            "steps[3].expect.approvals.decided_by_external",
+            "steps[3].expect.grants.count",
+        ]
+    );
+}
+
+/// The real observers, except that the tool server claims to serve a
+/// definition with another description than the one the host received:
+/// from the harness's side, the host showed the model an altered definition.
+struct AlteredWorlds;
+
+struct AlteredWorld(Box<dyn World>);
+
+#[async_trait]
+impl WorldFactory for AlteredWorlds {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError> {
+        Ok(Box::new(AlteredWorld(ObserverWorlds.start(setup).await?)))
+    }
+}
+
+#[async_trait]
+impl World for AlteredWorld {
+    fn endpoints(&self) -> Endpoints {
+        self.0.endpoints()
+    }
+    fn mark(&self) -> WorldMark {
+        self.0.mark()
+    }
+    fn evidence_since(&self, mark: &WorldMark) -> Evidence {
+        self.0.evidence_since(mark)
+    }
+    async fn apply(
+        &mut self,
+        step: &WorldStep,
+    ) -> Result<(String, Option<WorldChange>), WorldError> {
+        self.0.apply(step).await
+    }
+    fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {
+        self.0.recent_since(mark)
+    }
+    fn model_tools_since(&self, mark: &WorldMark) -> Option<Vec<ShownTools>> {
+        self.0.model_tools_since(mark)
+    }
+    fn tool_definitions(&self) -> Vec<Value> {
+        let mut definitions = self.0.tool_definitions();
+        for d in &mut definitions {
+            d["description"] = "what the tool server really serves".into();
+        }
+        definitions
+    }
+    async fn shutdown(&mut self) {
+        self.0.shutdown().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_saw_fails_on_a_definition_other_than_the_served_one_and_on_other_names() {
+    let report = run_catalogue(
+        &features(),
+        &[CRASH.into()],
+        Arc::new(ReferenceLauncher::default()),
+        Arc::new(AlteredWorlds),
+        1,
+    )
+    .await;
+    let crash = result(&report, CRASH);
+    let saw = crash
+        .failures
+        .iter()
+        .find(|f| f.at == "steps[2].expect.model_saw.root")
+        .unwrap_or_else(|| panic!("{:#?}", failed_at(crash)));
+    assert_eq!(saw.expected, serde_json::json!(["probe_note"]));
+    assert_eq!(
+        saw.observed,
+        serde_json::json!([{ "altered": "probe_note" }])
+    );
+
+    let dir = edited(CRASH, |v| {
+        v["steps"][2]["expect"]["model_saw"] =
+            serde_json::json!({ "root": ["probe_note", "other"] });
+    });
+    let report = in_process(dir.path()).await;
+    let crash = result(&report, CRASH);
+    let saw = crash
+        .failures
+        .iter()
+        .find(|f| f.at == "steps[2].expect.model_saw.root")
+        .unwrap();
+    assert_eq!(saw.observed, serde_json::json!(["probe_note"]));
+}
