@@ -237,7 +237,8 @@ export class OpencodeServer {
       if (spawnError) throw new Error(`could not start opencode (${this.command}): ${spawnError.message}`);
       if (gone) throw new Error(`opencode serve exited before it was ready (${this.command})`);
       try {
-        const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(Math.max(1000, deadline - Date.now())) });
+        // Short probes: a request sent while opencode is still booting can hang unanswered.
+        const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(2000) });
         if (res.ok) return this;
       } catch { /* not listening yet */ }
       await sleep(100);
