@@ -1,27 +1,50 @@
 //! A host's expectations file: the failures its maintainers know about, each
-//! with its reason, as data (the way rustls' bogo shim lists disabled tests).
+//! with its reason (and issue) as data, the way rustls' bogo shim config and
+//! the MCP conformance baseline list disabled tests; plus the host's own
+//! names for the harness's deny reasons.
 //!
 //! ```json
 //! { "known": [
-//!   { "scenario": "ea/*", "expect": "unsupported", "reason": "no external authorizer yet" },
-//!   { "scenario": "pg/002-*", "expect": "fail", "reason": "issue #12: allow sent before commit" }
-//! ] }
+//!     { "scenario": "ea/*", "expect": "unsupported", "reason": "no external authorizer yet" },
+//!     { "scenario": "pg/002-*", "expect": "fail", "reason": "allow sent before commit",
+//!       "issue": "https://example.org/host/issues/12" },
+//!     { "scenario": "rs/001-*", "expect": "error", "reason": "crash recovery not wired" }
+//!   ],
+//!   "deny_reasons": { "quota_exceeded": "policy_denied" } }
 //! ```
 //!
 //! A listed scenario that passes is `stale` and fails the run, so the file
-//! cannot silently outlive the bug. A MUST-tier known failure stays visible
-//! as a known security violation in every report.
+//! cannot silently outlive the bug. A MUST-tier known failure (or known
+//! error) stays visible as a known security violation in every report and
+//! never counts as a pass. The README's "Expectations file" section is the
+//! reference for hosts' maintainers.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use delegation_model::DenyReason;
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+/// What a listed scenario is known to end as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Expected {
     Fail,
     Unsupported,
+    /// The host crashes, times out or breaks the protocol on it.
+    Error,
+}
+
+impl Expected {
+    pub fn name(self) -> &'static str {
+        match self {
+            Expected::Fail => "fail",
+            Expected::Unsupported => "unsupported",
+            Expected::Error => "error",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -31,25 +54,46 @@ struct EntryFile {
     scenario: String,
     expect: Expected,
     reason: String,
+    #[serde(default)]
+    issue: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ExpectationsFile {
+    #[serde(default)]
     known: Vec<EntryFile>,
+    /// The host's own reason name to the harness's vocabulary.
+    #[serde(default)]
+    deny_reasons: BTreeMap<String, DenyReason>,
 }
 
+/// One `known` entry.
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub pattern: String,
     matcher: GlobMatcher,
     pub expect: Expected,
     pub reason: String,
+    /// A link to the host's issue, shown beside the reason in every report.
+    pub issue: Option<String>,
+}
+
+impl Entry {
+    /// The reason with its issue link, as reports print it.
+    pub fn reason_text(&self) -> String {
+        match &self.issue {
+            Some(issue) => format!("{} ({issue})", self.reason),
+            None => self.reason.clone(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
 pub struct Expectations {
     pub entries: Vec<Entry>,
+    /// The host's own reason names mapped to the harness's vocabulary.
+    pub deny_reasons: BTreeMap<String, DenyReason>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +111,20 @@ pub enum ExpectationsError {
     },
 }
 
+/// A reason name a host sent that is neither the harness's nor mapped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the host answered deny reason `{name}` at `{at}`, which is not in the harness vocabulary ({vocabulary}); if it is this host's own name for one of them, map it in the expectations file, e.g. \"deny_reasons\": {{\"{name}\": \"policy_denied\"}}"
+)]
+pub struct UnmappedReason {
+    pub name: String,
+    /// JSON path in the host's reply, e.g. `tool_call.reason`.
+    pub at: String,
+    pub vocabulary: String,
+}
+
+const FORMAT_HINT: &str = "expected {\"known\": [{\"scenario\": ID-OR-GLOB, \"expect\": \"fail\"|\"unsupported\"|\"error\", \"reason\": TEXT, \"issue\": URL (optional)}], \"deny_reasons\": {HOST-NAME: HARNESS-REASON} (optional)}";
+
 impl Expectations {
     pub fn load(file: &Path) -> Result<Expectations, ExpectationsError> {
         let text = std::fs::read_to_string(file).map_err(|source| ExpectationsError::Read {
@@ -77,26 +135,35 @@ impl Expectations {
     }
 
     pub fn parse(text: &str, file: &Path) -> Result<Expectations, ExpectationsError> {
+        let parse_error = |path: String, message: String| ExpectationsError::Parse {
+            file: file.to_path_buf(),
+            path,
+            message,
+        };
         let mut de = serde_json::Deserializer::from_str(text);
-        let parsed: ExpectationsFile =
-            serde_path_to_error::deserialize(&mut de).map_err(|e| ExpectationsError::Parse {
-                file: file.to_path_buf(),
-                path: e.path().to_string(),
-                message: format!(
-                    "{}; expected {{\"known\": [{{\"scenario\": ID-OR-GLOB, \"expect\": \"fail\"|\"unsupported\", \"reason\": TEXT}}]}}",
-                    e.inner()
-                ),
-            })?;
+        let parsed: ExpectationsFile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            parse_error(
+                e.path().to_string(),
+                format!("{}; {FORMAT_HINT}", e.inner()),
+            )
+        })?;
         let entries = parsed
             .known
             .into_iter()
             .enumerate()
             .map(|(i, e)| {
+                if e.reason.trim().is_empty() {
+                    return Err(parse_error(
+                        format!("known[{i}].reason"),
+                        "every known failure says why, as data: give a reason (and an `issue` link if there is one)".into(),
+                    ));
+                }
                 let matcher = Glob::new(&e.scenario)
-                    .map_err(|g| ExpectationsError::Parse {
-                        file: file.to_path_buf(),
-                        path: format!("known[{i}].scenario"),
-                        message: format!("`{}` is not a valid glob: {}", e.scenario, g.kind()),
+                    .map_err(|g| {
+                        parse_error(
+                            format!("known[{i}].scenario"),
+                            format!("`{}` is not a valid glob: {}", e.scenario, g.kind()),
+                        )
                     })?
                     .compile_matcher();
                 Ok(Entry {
@@ -104,14 +171,123 @@ impl Expectations {
                     matcher,
                     expect: e.expect,
                     reason: e.reason,
+                    issue: e.issue,
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Expectations { entries })
+        for name in parsed.deny_reasons.keys() {
+            if harness_reason(name).is_some() {
+                return Err(parse_error(
+                    format!("deny_reasons.{name}"),
+                    format!(
+                        "`{name}` is already a harness deny reason and always means itself; map only this host's own names"
+                    ),
+                ));
+            }
+        }
+        Ok(Expectations {
+            entries,
+            deny_reasons: parsed.deny_reasons,
+        })
     }
 
     /// The first entry listing this scenario id.
     pub fn lookup(&self, id: &str) -> Option<&Entry> {
         self.entries.iter().find(|e| e.matcher.is_match(id))
     }
+
+    /// A reason name as a host sent it: a harness name means itself, a
+    /// mapped name means what the map says, anything else is refused.
+    pub fn deny_reason(&self, name: &str, at: &str) -> Result<DenyReason, UnmappedReason> {
+        harness_reason(name)
+            .or_else(|| self.deny_reasons.get(name).copied())
+            .ok_or_else(|| UnmappedReason {
+                name: name.to_string(),
+                at: at.to_string(),
+                vocabulary: vocabulary(),
+            })
+    }
+
+    /// Rewrites every deny reason in a host's raw reply (`reason`,
+    /// `tool_call.reason`, `turn.spawn.reason`, `observed.records[i].deny_reasons[j]`)
+    /// into the harness's vocabulary, before the reply is decoded as an
+    /// `ActionResult`: the one place a host's own names are accepted.
+    /// Returns the first name that is neither the harness's nor mapped.
+    pub fn translate_reply(&self, reply: &mut Value) -> Result<(), UnmappedReason> {
+        let mut slots: Vec<(String, &mut Value)> = Vec::new();
+        let Value::Object(top) = reply else {
+            return Ok(());
+        };
+        for (key, value) in top.iter_mut() {
+            match key.as_str() {
+                "reason" => slots.push(("reason".into(), value)),
+                "tool_call" => {
+                    if let Some(v) = value.get_mut("reason") {
+                        slots.push(("tool_call.reason".into(), v));
+                    }
+                }
+                "turn" => {
+                    if let Some(v) = value.get_mut("spawn").and_then(|s| s.get_mut("reason")) {
+                        slots.push(("turn.spawn.reason".into(), v));
+                    }
+                }
+                "observed" => {
+                    if let Some(Value::Array(records)) = value.get_mut("records") {
+                        for (i, record) in records.iter_mut().enumerate() {
+                            if let Some(Value::Array(reasons)) = record.get_mut("deny_reasons") {
+                                for (j, r) in reasons.iter_mut().enumerate() {
+                                    slots.push((
+                                        format!("observed.records[{i}].deny_reasons[{j}]"),
+                                        r,
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (at, slot) in slots {
+            if let Value::String(name) = slot {
+                let reason = self.deny_reason(name, &at)?;
+                *slot = serde_json::to_value(reason).unwrap_or(Value::Null);
+            }
+        }
+        Ok(())
+    }
+
+    /// The host's own reason name inside a decoding error the host layer
+    /// reported (serde's "unknown variant `NAME`"), when NAME is not a
+    /// harness reason: the runner then says which name and how to map it.
+    pub fn unmapped_in_error(&self, message: &str) -> Option<UnmappedReason> {
+        let rest = message.split("unknown variant `").nth(1)?;
+        let name = rest.split('`').next()?;
+        // Only a reason-shaped error: serde lists the expected variants after the name.
+        if !rest.contains("`policy_denied`") || harness_reason(name).is_some() {
+            return None;
+        }
+        Some(UnmappedReason {
+            name: name.to_string(),
+            at: "reply".into(),
+            vocabulary: vocabulary(),
+        })
+    }
+}
+
+fn harness_reason(name: &str) -> Option<DenyReason> {
+    serde_json::from_value(Value::String(name.to_string())).ok()
+}
+
+fn vocabulary() -> String {
+    DenyReason::ALL
+        .iter()
+        .map(|r| {
+            serde_json::to_value(r)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -207,15 +207,37 @@ pub fn judge(
         _ => raw,
     };
 
+    // A host's own deny-reason name that broke decoding: say which and how to map it.
+    if let Verdict::Error { message, .. } = &mut verdict
+        && let Some(unmapped) = expectations.unmapped_in_error(message)
+    {
+        let hint = match expectations.deny_reasons.get(&unmapped.name) {
+            Some(mapped) => format!(
+                "the host's reason `{}` is mapped to `{}` by the expectations file, but this host layer decoded the reply before the runner could translate it: apply `Expectations::translate_reply` to raw replies in the host layer",
+                unmapped.name,
+                serde_json::to_value(mapped)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or_default()
+            ),
+            None => unmapped.to_string(),
+        };
+        message.push_str("\n");
+        message.push_str(&hint);
+    }
+
     if let Some(entry) = expectations.lookup(&scenario.id) {
         let listed_failure = match (entry.expect, &verdict) {
             (Expected::Fail, Verdict::Fail)
-            | (Expected::Unsupported, Verdict::Unsupported { .. }) => true,
+            | (Expected::Unsupported, Verdict::Unsupported { .. })
+            | (Expected::Error, Verdict::Error { .. }) => true,
             (_, Verdict::Pass) => {
                 verdict = Verdict::Stale {
                     reason: format!(
-                        "listed as expected {:?} ({}) by `{}`, but it passed: remove the entry",
-                        entry.expect, entry.reason, entry.pattern
+                        "listed as expected {} ({}) by `{}`, but it passed: remove the entry",
+                        entry.expect.name(),
+                        entry.reason_text(),
+                        entry.pattern
                     ),
                 };
                 false
@@ -225,7 +247,12 @@ pub fn judge(
         if listed_failure {
             verdict = Verdict::KnownFailure {
                 reason: entry.reason.clone(),
-                security: scenario.tier == Tier::Must && entry.expect == Expected::Fail,
+                issue: entry.issue.clone(),
+                expected: entry.expect.name().to_string(),
+                // A MUST property the host is known to break, or cannot be
+                // checked on because it errors, is a known security hole;
+                // a missing capability is not (MODEL.md section 6).
+                security: scenario.tier == Tier::Must && entry.expect != Expected::Unsupported,
             };
         }
     }

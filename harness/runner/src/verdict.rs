@@ -22,10 +22,15 @@ pub enum Verdict {
     Unsupported {
         missing: Vec<String>,
     },
-    /// Listed in the expectations file and it failed (or was unsupported) as listed.
+    /// Listed in the expectations file and it ended as listed (fail, unsupported or error).
     KnownFailure {
         reason: String,
-        /// A MUST-tier known failure is a known security violation, shown as such.
+        /// The host's issue link, when the entry gives one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        issue: Option<String>,
+        /// What the entry expected: `fail`, `unsupported` or `error`.
+        expected: String,
+        /// A MUST-tier known failure or error is a known security violation, shown as such.
         security: bool,
     },
     /// Listed as a known failure but it passed: the expectations file is out of date.
@@ -50,6 +55,32 @@ impl Verdict {
             Verdict::Stale { .. } => "stale",
             Verdict::Error { .. } => "error",
         }
+    }
+
+    /// How every reporter words a known failure: the security label first,
+    /// so a MUST-tier one cannot be mistaken for a harmless skip.
+    pub fn known_failure_text(&self) -> Option<String> {
+        let Verdict::KnownFailure {
+            reason,
+            issue,
+            expected,
+            security,
+        } = self
+        else {
+            return None;
+        };
+        Some(format!(
+            "{}known {expected}: {reason}{}",
+            if *security {
+                "KNOWN SECURITY VIOLATION (MUST): "
+            } else {
+                ""
+            },
+            issue
+                .as_ref()
+                .map(|i| format!(" ({i})"))
+                .unwrap_or_default()
+        ))
     }
 
     /// Whether this verdict makes the run fail (exit code 1).

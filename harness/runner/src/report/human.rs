@@ -112,9 +112,9 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
         Verdict::Inconclusive { control, control_verdict } => lines.push(format!(
             "              its positive control {control} ended {control_verdict}: this negative proves nothing"
         )),
-        Verdict::KnownFailure { reason, security } => lines.push(format!(
-            "              {}{reason}",
-            if *security { "KNOWN SECURITY VIOLATION (MUST): " } else { "" }
+        Verdict::KnownFailure { .. } => lines.push(format!(
+            "              {}",
+            r.verdict.known_failure_text().unwrap_or_default()
         )),
         Verdict::Pass => {}
         Verdict::Fail => {}

@@ -75,13 +75,12 @@ impl Reporter for JunitReporter {
                     s.set_description(stderr_tail.clone());
                     s
                 }
-                Verdict::KnownFailure { reason, security } => {
+                Verdict::KnownFailure { security, .. } => {
                     let mut s = TestCaseStatus::skipped();
-                    s.set_message(if *security {
-                        format!("KNOWN SECURITY VIOLATION (MUST): {reason}")
-                    } else {
-                        format!("known failure: {reason}")
-                    });
+                    s.set_message(result.verdict.known_failure_text().unwrap_or_default());
+                    if *security {
+                        s.set_type("known-security-violation");
+                    }
                     s
                 }
                 Verdict::Unsupported { missing } => {
@@ -105,7 +104,15 @@ impl Reporter for JunitReporter {
             case.set_time(result.duration);
             case.extra
                 .insert("tier".into(), result.tier.to_string().into());
-            suites.last_mut().expect("pushed above").add_test_case(case);
+            let suite = suites.last_mut().expect("pushed above");
+            if matches!(result.verdict, Verdict::KnownFailure { security: true, .. }) {
+                // Skipped cases fold away in most CI views; a suite property does not.
+                suite.add_property(quick_junit::Property::new(
+                    "known-security-violation",
+                    result.id.clone(),
+                ));
+            }
+            suite.add_test_case(case);
         }
         if interrupted {
             // The run was cut short: say so on every suite, and keep one suite

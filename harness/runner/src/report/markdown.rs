@@ -71,11 +71,10 @@ impl Reporter for MarkdownReporter {
                     .join("<br>"),
                 Verdict::Error { message, .. } => message.clone(),
                 Verdict::Stale { reason } => reason.clone(),
-                Verdict::KnownFailure {
-                    reason,
-                    security: true,
-                } => format!("**known security violation**: {reason}"),
-                Verdict::KnownFailure { reason, .. } => reason.clone(),
+                Verdict::KnownFailure { security: true, .. } => {
+                    format!("**{}**", r.verdict.known_failure_text().unwrap_or_default())
+                }
+                Verdict::KnownFailure { .. } => r.verdict.known_failure_text().unwrap_or_default(),
                 Verdict::Unsupported { missing } => format!("needs {}", missing.join(", ")),
                 Verdict::Inconclusive {
                     control,

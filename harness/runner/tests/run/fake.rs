@@ -29,6 +29,9 @@ pub enum Behaviour {
     CrashesOnDelegate,
     /// Takes 30 s to answer `instance/delegate`.
     Slow,
+    /// Refuses `instance/delegate` with its own reason name (`quota_exceeded`),
+    /// which a subprocess host layer cannot decode as a harness reason.
+    ForeignReason,
 }
 
 /// Model requests by endpoint URL, then by instance: the fake host "posts"
@@ -179,6 +182,15 @@ impl Host for FakeHost {
                         });
                     }
                     Behaviour::Slow => tokio::time::sleep(Duration::from_secs(30)).await,
+                    Behaviour::ForeignReason => {
+                        // The same error text the subprocess host layer produces.
+                        let raw = json!({ "outcome": "denied", "reason": "quota_exceeded" });
+                        let e = serde_json::from_value::<ActionResult>(raw).unwrap_err();
+                        return Err(HostError::Protocol {
+                            method: "instance/delegate".into(),
+                            detail: format!("result does not match ActionResult: {e}"),
+                        });
+                    }
                     _ => {}
                 }
                 let parent_instance = self

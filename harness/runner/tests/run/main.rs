@@ -1,6 +1,7 @@
 //! The runner against scripted hosts: verdicts, evidence, controls,
 //! expectations, interruption, and every reporter's output.
 
+mod expectations;
 mod fake;
 mod reference;
 
@@ -16,7 +17,7 @@ use delegation_runner::{Expectations, RunEvent, RunOptions, RunReport, Scenario,
 use fake::{Behaviour, FakeLauncher, FakeWorlds};
 use serde_json::Value;
 
-const FIXTURE: &str = "zc/001-network-above-ceiling";
+pub(crate) const FIXTURE: &str = "zc/001-network-above-ceiling";
 
 fn fixture_text() -> String {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalogue");
@@ -44,19 +45,19 @@ fn control_and_negative() -> tempfile::TempDir {
     dir
 }
 
-fn fixture_catalogue() -> tempfile::TempDir {
+pub(crate) fn fixture_catalogue() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("zc")).unwrap();
     std::fs::write(dir.path().join(format!("{FIXTURE}.json")), fixture_text()).unwrap();
     dir
 }
 
-struct Outcome {
-    report: RunReport,
-    events: Vec<RunEvent>,
+pub(crate) struct Outcome {
+    pub(crate) report: RunReport,
+    pub(crate) events: Vec<RunEvent>,
 }
 
-async fn run_with(
+pub(crate) async fn run_with(
     catalogue: &Path,
     launcher: FakeLauncher,
     options: RunOptions,
@@ -108,7 +109,7 @@ async fn rx_recv(rx: &mut tokio::sync::mpsc::UnboundedReceiver<RunEvent>) -> Opt
     rx.recv().await
 }
 
-fn verdict_of<'a>(report: &'a RunReport, id: &str) -> &'a Verdict {
+pub(crate) fn verdict_of<'a>(report: &'a RunReport, id: &str) -> &'a Verdict {
     &report
         .results
         .iter()
@@ -434,6 +435,8 @@ async fn a_listed_failure_is_known_and_a_must_one_stays_a_security_violation() {
         verdict_of(&out.report, FIXTURE),
         &Verdict::KnownFailure {
             reason: "issue 7".into(),
+            issue: None,
+            expected: "fail".into(),
             security: true
         }
     );
