@@ -350,3 +350,82 @@ async fn model_saw_fails_on_a_definition_other_than_the_served_one_and_on_other_
         .unwrap();
     assert_eq!(saw.observed, serde_json::json!(["probe_note"]));
 }
+
+/// Records the order of scenario starts and finishes, to see two run at once.
+struct Order(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl report::Reporter for Order {
+    fn event(&mut self, event: &delegation_runner::RunEvent) -> std::io::Result<()> {
+        use delegation_runner::RunEvent as E;
+        let line = match event {
+            E::ScenarioStarted { id } => format!("start {id}"),
+            E::ScenarioFinished(r) => format!("end {}", r.id),
+            _ => return Ok(()),
+        };
+        self.0.lock().unwrap().push(line);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_tr_area_passes_on_the_reference_host_with_two_jobs_and_real_observers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let catalogue = Catalogue::load(&root).unwrap_or_else(|e| panic!("{e}"));
+    let selected = catalogue.select(&Filter::new(&["tr/*".into()], &[]).unwrap());
+    let in_area = catalogue
+        .scenarios
+        .iter()
+        .filter(|s| s.area() == "tr")
+        .count();
+    assert!(in_area > 0, "no tr scenarios in {}", root.display());
+    let scenarios: Vec<Scenario> = order(&selected, 7).into_iter().cloned().collect();
+    let total = scenarios.len();
+
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+    let drained = tokio::spawn(report::drain(rx, vec![Box::new(Order(seen.clone()))]));
+    let (_keep, interrupt) = tokio::sync::watch::channel(false);
+    let report = run(
+        scenarios,
+        Arc::new(ReferenceLauncher::default()),
+        Arc::new(ObserverWorlds),
+        RunOptions {
+            jobs: 2,
+            seed: 7,
+            ..RunOptions::default()
+        },
+        events,
+        interrupt,
+    )
+    .await;
+    drained.await.unwrap().unwrap();
+
+    assert!(!report.interrupted);
+    assert_eq!(report.results.len(), total);
+    assert!(
+        total >= in_area,
+        "controls outside the area are pulled in, never dropped"
+    );
+    for r in &report.results {
+        assert_pass(r);
+    }
+    assert_eq!(report.summary.pass, total);
+    assert!(!report.summary.failed());
+
+    // Two jobs: at some point a second scenario starts before the first ends.
+    let seen = seen.lock().unwrap();
+    let mut running = 0usize;
+    let mut most = 0usize;
+    for line in seen.iter() {
+        running = if line.starts_with("start ") {
+            running + 1
+        } else {
+            running - 1
+        };
+        most = most.max(running);
+    }
+    assert_eq!(
+        most, 2,
+        "never more than --jobs, and both slots used: {seen:?}"
+    );
+}
