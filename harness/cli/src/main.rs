@@ -5,6 +5,7 @@
 //! error (also an interrupted run without violations: nothing was proven),
 //! 3 inconclusive only.
 
+mod fuzz;
 mod selftest;
 
 use std::path::PathBuf;
@@ -49,6 +50,9 @@ enum Command {
     /// Measure the catalogue: run it against the correct reference host and
     /// against deliberately broken ones, and print which mutants it kills.
     Selftest(selftest::SelftestArgs),
+    /// Differential fuzzing: generated operation sequences run against the
+    /// model and the host; a divergence is shrunk and written as a scenario.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 #[derive(Args)]
@@ -123,6 +127,7 @@ fn main() -> ExitCode {
         Command::List(args) => list(args).map(|()| exit_code::SUCCESS),
         Command::Explain { id, catalogue } => explain(id, catalogue).map(|()| exit_code::SUCCESS),
         Command::Selftest(args) => selftest::selftest(args),
+        Command::Fuzz(args) => fuzz::fuzz(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

@@ -181,6 +181,18 @@ impl Driver {
     /// calls a tool or fails on its markers, and a 60 s receipt TTL so that
     /// `Clock` operations can expire receipts.
     pub fn new() -> Driver {
+        Driver::with_configuration(Configuration {
+            receipt_ttl_ms: 60_000,
+            ..Configuration::default()
+        })
+    }
+
+    /// [`Driver::new`] with another host configuration, applied as the first
+    /// action. Differential host fuzzing configures the external authorizer
+    /// from the start (`authorizer_required`): a scenario file has no
+    /// configure step, and its runner re-sends the setup's configuration
+    /// after every restart, so a mid-sequence change could not be replayed.
+    pub fn with_configuration(configuration: Configuration) -> Driver {
         let tools = vec![
             sample_tool("probe.read", "read"),
             sample_tool("probe.write", "file-write"),
@@ -201,15 +213,13 @@ impl Driver {
             ("BREAK".to_string(), SimReply::Fail),
         ];
         let mut world = World::new(tools, replies);
-        world.apply(&Action::Configure(Configuration {
-            receipt_ttl_ms: 60_000,
-            ..Configuration::default()
-        }));
+        let authorizer_on = configuration.authorizer_required;
+        world.apply(&Action::Configure(configuration));
         Driver {
             world,
             instances: vec![],
             receipts: vec![],
-            authorizer_on: false,
+            authorizer_on,
         }
     }
 

@@ -1,0 +1,386 @@
+//! `delegation-harness fuzz`: differential fuzzing of any host against the model, shrunk to a scenario file.
+//!
+//! Each case is a proptest-generated [`Op`] sequence. The model's world
+//! applies it and predicts every decision and observation; the sequence
+//! becomes a scenario whose expectations are those predictions
+//! ([`translate`]); the runner executes it against the host with the real
+//! observers and every invariant checker over the host's own history. A
+//! case that fails is shrunk ([`sequence::shrink`]), confirmed against the
+//! host again and against the reference host, and written where
+//! `delegation-harness run --scenarios DIR` replays it.
+
+pub mod sequence;
+pub mod translate;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use delegation_host::{HostLauncher, ReferenceLauncher};
+use delegation_model::defects::Defect;
+use delegation_model::fuzzing::Op;
+use delegation_runner::execute::{ExecOptions, Execution, RawOutcome, execute};
+use delegation_runner::{ObserverWorlds, Scenario, exit_code};
+
+use sequence::{Generator, Sequence, ShrinkStats, Verdict};
+
+/// For the benchmark: a sequence shrinkable only by deletion.
+#[allow(dead_code)]
+pub fn fixed_sequence(ops: Vec<Op>) -> Sequence {
+    Generator::fixed(ops)
+}
+use translate::{Translation, translate};
+
+#[derive(Args, Clone, Debug)]
+pub struct FuzzArgs {
+    /// The host adapter to fuzz, as a command line (split like a POSIX shell,
+    /// no shell run). Default: the embedded reference host.
+    #[arg(long, value_name = "CMD")]
+    pub host: Option<String>,
+    /// Fuzz the embedded reference host with this deliberate defect (a mutant; see `selftest`).
+    #[arg(long, value_name = "NAME", conflicts_with = "host")]
+    pub defect: Option<Defect>,
+    /// Seed of the generated cases. Default: from the clock, printed so a run can be repeated.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Cases to run at most.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub cases: u64,
+    /// Longest operation sequence of one case.
+    #[arg(long, default_value_t = 48, value_name = "N")]
+    pub max_ops: usize,
+    /// Stop starting new cases after this many seconds (shrinking a finding may take longer).
+    #[arg(long, value_name = "SECONDS")]
+    pub time: Option<f64>,
+    /// Where findings are written, as `<DIR>/fuzz/NNN-name.json` (a scenario catalogue).
+    #[arg(long, default_value = "fuzz-findings", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Wall-time budget of one step, in milliseconds: a host slower than this is a finding.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub step_timeout_ms: u64,
+    /// Upper bound on the time spent shrinking one finding, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECONDS")]
+    pub shrink_time: u64,
+}
+
+/// Running totals for the progress line and the summary.
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    pub cases: u64,
+    pub ops: u64,
+    pub steps: u64,
+    /// Cases the host could not run (a capability it lacks).
+    pub unsupported: u64,
+    /// Cases cut short because an operation has no faithful scenario step.
+    pub shortened: u64,
+    pub findings: u64,
+    pub elapsed: Duration,
+}
+
+impl Totals {
+    pub fn ops_per_second(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// How one scenario run went, reduced to what fuzzing needs.
+#[derive(Clone, Debug)]
+pub enum CaseResult {
+    Pass,
+    /// The host lacks a capability the case needs (the missing names).
+    Unsupported(#[allow(dead_code)] Vec<String>),
+    /// Failed at scenario step `step`, for the reason given.
+    Fail {
+        step: usize,
+        message: String,
+    },
+}
+
+/// One scenario run against one host.
+pub async fn run_scenario(
+    scenario: &Scenario,
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+) -> (CaseResult, Execution) {
+    // The runner's events are for reporters; fuzzing reads the execution itself.
+    let (events, _) = tokio::sync::mpsc::unbounded_channel();
+    let execution = execute(scenario, launcher, &ObserverWorlds, exec, &events).await;
+    let result = match &execution.outcome {
+        RawOutcome::Unsupported(missing) => CaseResult::Unsupported(missing.clone()),
+        RawOutcome::Error { message, .. } => CaseResult::Fail {
+            step: execution.steps_run,
+            message: format!("error: {message}"),
+        },
+        RawOutcome::Completed | RawOutcome::Stopped => {
+            match execution.failures.iter().min_by_key(|f| f.step) {
+                None => CaseResult::Pass,
+                Some(f) => CaseResult::Fail {
+                    step: f.step,
+                    message: format!("{}: {}", f.at, f.message),
+                },
+            }
+        }
+    };
+    (result, execution)
+}
+
+/// Translates and runs one sequence; on failure, the failing operation's index.
+pub async fn run_ops(
+    ops: &[Op],
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+) -> (Translation, CaseResult) {
+    let translation = translate(ops, "fuzz/000-case", "a generated case");
+    let (result, _) = run_scenario(&translation.scenario, launcher, exec).await;
+    (translation, result)
+}
+
+/// The operation a failing step came from.
+fn failing_op(translation: &Translation, step: usize) -> usize {
+    let last = translation.origin.len().saturating_sub(1);
+    translation.origin.get(step.min(last)).copied().unwrap_or(0)
+}
+
+/// Shrinks a failing sequence against `launcher`.
+pub async fn shrink_failure(
+    seq: Sequence,
+    fail_at: usize,
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+    max_time: Duration,
+) -> (Vec<Op>, ShrinkStats) {
+    sequence::shrink(seq, fail_at, 10_000, max_time, |candidate| async move {
+        let (translation, result) = run_ops(&candidate, launcher, exec).await;
+        match result {
+            CaseResult::Fail { step, .. } => Verdict::FailAt(failing_op(&translation, step)),
+            _ => Verdict::Pass,
+        }
+    })
+    .await
+}
+
+fn slug(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').chars().take(40).collect::<String>()
+}
+
+/// The next free `NNN` in `dir`.
+fn next_number(dir: &Path) -> u32 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.get(..3)?.parse::<u32>().ok()
+        })
+        .max()
+        .map_or(1, |n| n + 1)
+}
+
+/// The finding as a catalogue scenario at `<out>/fuzz/NNN-name.json`.
+pub fn write_finding(
+    out: &Path,
+    ops: &[Op],
+    message: &str,
+    step: usize,
+    provenance: &str,
+) -> anyhow::Result<(PathBuf, Scenario)> {
+    let dir = out.join("fuzz");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let probe = translate(ops, "fuzz/000-case", "");
+    let key = probe
+        .scenario
+        .steps
+        .get(step)
+        .map(|s| s.action.key())
+        .unwrap_or("step");
+    let what = message.split(':').next().unwrap_or("divergence");
+    let name = format!(
+        "{:03}-{}",
+        next_number(&dir),
+        slug(&format!(
+            "{key} {}",
+            what.replace("steps[", "").replace(']', "")
+        ))
+    );
+    let id = format!("fuzz/{name}");
+    let title = format!(
+        "The host agrees with the model on a sequence {provenance} shrank to {} operations (it diverged at step {step}: {})",
+        ops.len(),
+        message.chars().take(160).collect::<String>()
+    );
+    let mut scenario = translate(ops, &id, &title).scenario;
+    if let Some(s) = scenario.steps.get_mut(step) {
+        s.note = Some(format!(
+            "the fuzzed host diverged from the model here: {}",
+            message.chars().take(300).collect::<String>()
+        ));
+    }
+    let file = dir.join(format!("{name}.json"));
+    let text = serde_json::to_string_pretty(&scenario)? + "\n";
+    // Written only if it loads back as the runner will load it.
+    Scenario::parse(&text, &file)?.validate(&file)?;
+    std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+    Ok((file, scenario))
+}
+
+fn launcher_for(args: &FuzzArgs, exec: &ExecOptions) -> anyhow::Result<Arc<dyn HostLauncher>> {
+    Ok(match (&args.host, args.defect) {
+        (Some(cmd), _) => {
+            let options = delegation_host::process::ProcessOptions {
+                request_timeout: exec.step_deadline,
+                ..Default::default()
+            };
+            Arc::new(delegation_host::ProcessLauncher::new(cmd, options)?)
+        }
+        (None, defect) => Arc::new(ReferenceLauncher { defect }),
+    })
+}
+
+/// The `fuzz` subcommand; the exit code says whether anything was found.
+pub fn fuzz(args: FuzzArgs) -> anyhow::Result<i32> {
+    if args.max_ops == 0 {
+        bail!("--max-ops must be at least 1");
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+    });
+    let exec = ExecOptions {
+        step_deadline: Duration::from_millis(args.step_timeout_ms),
+    };
+    let launcher = launcher_for(&args, &exec)?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(fuzz_async(args, seed, exec, launcher))
+}
+
+async fn fuzz_async(
+    args: FuzzArgs,
+    seed: u64,
+    exec: ExecOptions,
+    launcher: Arc<dyn HostLauncher>,
+) -> anyhow::Result<i32> {
+    anstream::println!(
+        "fuzzing {} with seed {seed}: up to {} cases of up to {} operations{}",
+        launcher.describe(),
+        args.cases,
+        args.max_ops,
+        args.time
+            .map(|t| format!(", for {t} s"))
+            .unwrap_or_default()
+    );
+    let started = Instant::now();
+    let deadline = args
+        .time
+        .map(|t| started + Duration::from_secs_f64(t.max(0.0)));
+    let mut generator = Generator::new(seed);
+    let mut totals = Totals::default();
+    let mut last_progress = Instant::now();
+    let mut failure = None;
+    while totals.cases < args.cases && deadline.is_none_or(|d| Instant::now() < d) {
+        let seq = generator.sequence(args.max_ops);
+        let ops = seq.ops();
+        let (translation, result) = run_ops(&ops, launcher.as_ref(), &exec).await;
+        totals.cases += 1;
+        totals.ops += translation.translated_ops as u64;
+        totals.steps += translation.scenario.steps.len() as u64;
+        totals.shortened += translation.stopped.is_some() as u64;
+        totals.elapsed = started.elapsed();
+        match result {
+            CaseResult::Pass => {}
+            CaseResult::Unsupported(_) => totals.unsupported += 1,
+            CaseResult::Fail { step, message } => {
+                let at = failing_op(&translation, step);
+                anstream::println!(
+                    "case {} failed at operation {at} of {} (step {step}): {message}",
+                    totals.cases,
+                    ops.len()
+                );
+                failure = Some((seq, at));
+                break;
+            }
+        }
+        if last_progress.elapsed() >= Duration::from_secs(2) {
+            last_progress = Instant::now();
+            anstream::println!(
+                "  {} cases, {} operations, {:.0} operations/s",
+                totals.cases,
+                totals.ops,
+                totals.ops_per_second()
+            );
+        }
+    }
+    totals.elapsed = started.elapsed();
+    let fuzz_time = totals.elapsed;
+
+    let mut code = exit_code::SUCCESS;
+    if let Some((seq, at)) = failure {
+        totals.findings = 1;
+        code = exit_code::VIOLATIONS;
+        let from = seq.len();
+        anstream::println!("shrinking {from} operations ...");
+        let (ops, stats) = shrink_failure(
+            seq,
+            at,
+            launcher.as_ref(),
+            &exec,
+            Duration::from_secs(args.shrink_time),
+        )
+        .await;
+        anstream::println!(
+            "shrunk {} -> {} operations in {} runs, {:.2} s: {ops:?}",
+            stats.from,
+            stats.to,
+            stats.runs,
+            stats.elapsed.as_secs_f64()
+        );
+        // Confirm on the shrunk sequence: it fails the host and passes the reference.
+        let (translation, result) = run_ops(&ops, launcher.as_ref(), &exec).await;
+        let (step, message) = match result {
+            CaseResult::Fail { step, message } => (step, message),
+            other => bail!(
+                "the shrunk sequence no longer fails the host ({other:?}); the host is not deterministic. Sequence: {ops:?}"
+            ),
+        };
+        let provenance = format!("`delegation-harness fuzz --seed {seed}` found and");
+        let (file, _) = write_finding(&args.out, &ops, &message, step, &provenance)?;
+        let (reference, _) =
+            run_scenario(&translation.scenario, &ReferenceLauncher::default(), &exec).await;
+        anstream::println!("finding: {message}");
+        anstream::println!("written: {}", file.display());
+        match reference {
+            CaseResult::Pass => anstream::println!("the correct reference host passes it"),
+            other => anstream::println!(
+                "warning: the correct reference host does not pass it either ({other:?}): the model and the reference host disagree"
+            ),
+        }
+        anstream::println!(
+            "replay: delegation-harness run --scenarios {} --host CMD",
+            args.out.display()
+        );
+    }
+    anstream::println!(
+        "summary: {} cases, {} operations ({} steps) in {:.1} s, {:.0} operations/s; {} unsupported, {} shortened; {} finding(s)",
+        totals.cases,
+        totals.ops,
+        totals.steps,
+        fuzz_time.as_secs_f64(),
+        totals.ops as f64 / fuzz_time.as_secs_f64().max(1e-9),
+        totals.unsupported,
+        totals.shortened,
+        totals.findings
+    );
+    Ok(code)
+}

@@ -1,0 +1,832 @@
+//! Turns an operation sequence into a scenario file whose expectations are the model's predictions.
+//!
+//! The model's [`Driver`] resolves each [`Op`] against its own world and
+//! applies it; this module reads what the world did (the resolved action,
+//! its result, the evidence its simulated observers saw, the state after)
+//! and writes the same action as a scenario step, with model ids replaced
+//! by aliases in creation order. The host under test never influences the
+//! translation: the reference generates and predicts, the runner applies
+//! the scenario to the host and checks it (proptest-state-machine's split).
+//!
+//! An operation the scenario format cannot express faithfully ends the
+//! translation there: the prefix before it is still a complete, correct
+//! test, so the case is shortened rather than thrown away.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use delegation_model::fuzzing::{Driver, Op};
+use delegation_model::world::SimReply;
+use delegation_model::{
+    Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, Decision,
+    HistoryEntry, InvariantId, Observed, StepKind, Tier, TurnReport, WorldChange,
+};
+use delegation_runner::scenario::{
+    AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, ClockStep, ConsumeReceiptStep,
+    DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef,
+    PrepareReceiptStep, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step, StepAction,
+    Tamper, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, WaitStep,
+};
+use serde_json::json;
+
+/// The fault that kills the host: a scenario at this commit cannot expect
+/// a host to die (no `host_exits`), so sequences leave it out.
+const CRASH_FAULT: u8 = 6;
+
+/// A sequence as a scenario, and where each step came from.
+#[derive(Clone, Debug)]
+pub struct Translation {
+    pub scenario: Scenario,
+    /// For each scenario step, the index of the operation that produced it.
+    pub origin: Vec<usize>,
+    /// Operations translated: all of them, unless one could not be expressed.
+    pub translated_ops: usize,
+    /// Why translation stopped early, if it did.
+    pub stopped: Option<String>,
+}
+
+/// The model's setup for a sequence: its simulated observers as real ones.
+fn setup(driver: &Driver, configuration: Configuration, authorizer: bool) -> Setup {
+    let mut tools: Vec<ToolSpec> = driver
+        .world
+        .tools
+        .values()
+        .map(|d| ToolSpec {
+            definition: d.raw.clone(),
+            result: String::new(),
+        })
+        .collect();
+    tools.sort_by(|a, b| {
+        a.definition["name"]
+            .as_str()
+            .cmp(&b.definition["name"].as_str())
+    });
+    let model = driver
+        .world
+        .replies
+        .iter()
+        .map(|(marker, reply)| {
+            let reply = match reply {
+                SimReply::Message(text) => json!({"message": {"text": text}}),
+                SimReply::ToolCall { tool, arguments } => {
+                    json!({"tool_call": {"tool": tool, "arguments": arguments}})
+                }
+                SimReply::Spawn(request) => json!({ "spawn": request }),
+                // The world fails the instance on any endpoint failure; 500 is one.
+                SimReply::Fail => json!({"fail": {"status": 500}}),
+            };
+            serde_json::from_value(json!({"when": {"input_contains": marker}, "reply": reply}))
+                .expect("a simulated reply is a model rule")
+        })
+        .collect();
+    Setup {
+        configuration,
+        tools,
+        model,
+        // The world's authorizer answers "unavailable" until a script says otherwise.
+        authorizer: authorizer.then_some(AuthorizerBehaviour::Unavailable),
+        clock: None,
+        canaries: false,
+    }
+}
+
+/// What the translation has bound so far, and the runner's view of the clock.
+struct Translator {
+    driver: Driver,
+    /// Model id to alias: instances `i0..`, receipts `r0..`, approvals `a0..`.
+    aliases: HashMap<String, String>,
+    instances: Vec<String>,
+    receipts: usize,
+    approvals: usize,
+    unused: usize,
+    /// The clock the runner believes in (`clock` steps), which it re-sends after a restart.
+    runner_clock: Option<u64>,
+    /// The model's host crashed: host actions answer nothing until a restart.
+    crashed: bool,
+    /// Tools the harness's server serves now: a change to a removed tool is an add there.
+    served: BTreeSet<String>,
+    authorizer: bool,
+    /// The setup's configuration, which the runner re-sends after every restart.
+    configuration: Configuration,
+    steps: Vec<Step>,
+    origin: Vec<usize>,
+}
+
+/// Translates `ops` into the scenario `id` (`area/NNN-name`).
+pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
+    let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
+    let configuration = Configuration {
+        receipt_ttl_ms: 60_000,
+        authorizer_required: authorizer,
+        ..Configuration::default()
+    };
+    let driver = Driver::with_configuration(configuration.clone());
+    let setup = setup(&driver, configuration.clone(), authorizer);
+    let served = driver.world.tools.keys().cloned().collect();
+    let mut t = Translator {
+        driver,
+        aliases: HashMap::new(),
+        instances: Vec::new(),
+        receipts: 0,
+        approvals: 0,
+        unused: 0,
+        runner_clock: None,
+        crashed: false,
+        served,
+        authorizer,
+        configuration,
+        steps: Vec::new(),
+        origin: Vec::new(),
+    };
+    let mut stopped = None;
+    let mut translated_ops = ops.len();
+    for (k, op) in ops.iter().enumerate() {
+        if let Err(why) = t.op(k, op) {
+            stopped = Some(format!("operation {k} ({op:?}): {why}"));
+            translated_ops = k;
+            break;
+        }
+    }
+    if t.steps.is_empty() {
+        // A scenario has at least one step; an observation checks the empty start.
+        t.steps.push(Step {
+            action: StepAction::Observe(Empty {}),
+            expect: Some(Expect {
+                instances: Some(delegation_runner::scenario::CountExpect { count: 0 }),
+                ..Expect::default()
+            }),
+            note: None,
+        });
+        t.origin.push(0);
+    }
+    Translation {
+        scenario: Scenario {
+            id: id.to_string(),
+            title: title.to_string(),
+            checks: InvariantId::ALL.to_vec(),
+            tier: Tier::Must,
+            needs: needs(&t.steps),
+            kind: ScenarioKind::Plain,
+            control: None,
+            setup,
+            steps: t.steps,
+        },
+        origin: t.origin,
+        translated_ops,
+        stopped,
+    }
+}
+
+/// The capabilities the steps use, so a host without one reports `unsupported`.
+fn needs(steps: &[Step]) -> Vec<String> {
+    use delegation_protocol::capability as c;
+    let mut needs = BTreeSet::new();
+    for s in steps {
+        let need: &[&str] = match &s.action {
+            StepAction::PrepareReceipt(_) | StepAction::ConsumeReceipt(_) => &[c::RECEIPTS],
+            StepAction::ToolCall(_) => &[c::DIRECT_TOOL_CALLS, c::MCP],
+            StepAction::Fork(_) => &[c::FORK],
+            StepAction::Wait(_) => &[c::WAIT],
+            StepAction::DeliverEvent(_) => &[c::EVENTS],
+            StepAction::Auto(_) => &[c::AUTO_APPROVAL],
+            StepAction::Fault(_) => &[c::FAULT_INJECTION],
+            StepAction::Clock(_) => &[c::CLOCK],
+            StepAction::Restart(_) => &[c::RESTART],
+            StepAction::ToolServer(_) => &[c::MCP],
+            StepAction::Authorizer(_) => &[c::EXTERNAL_AUTHORIZER],
+            StepAction::Answer(a) if a.decision == Decision::AllowExact => &[c::EXACT_CALL_GRANTS],
+            _ => &[],
+        };
+        needs.extend(need.iter().map(|n| n.to_string()));
+    }
+    needs.into_iter().collect()
+}
+
+type Untranslatable = String;
+
+/// The operation without its `tools/list_changed` announcement. The
+/// notification reaches the host asynchronously, so whether the host has
+/// taken it in by the next step is a race the model cannot predict; and the
+/// runner's observation after each step makes the host commit the
+/// invalidation there, where an armed store fault turns it into an error
+/// the model places on the next action instead. Until the runner waits for
+/// delivery, changes are made silently (the drift checks still apply).
+fn quiet(op: &Op) -> Op {
+    match op {
+        Op::ChangeTool { tool, .. } => Op::ChangeTool {
+            tool: *tool,
+            announce: false,
+        },
+        Op::RemoveTool { tool, .. } => Op::RemoveTool {
+            tool: *tool,
+            announce: false,
+        },
+        other => other.clone(),
+    }
+}
+
+impl Translator {
+    fn push(&mut self, k: usize, action: StepAction, expect: Option<Expect>) {
+        self.steps.push(Step {
+            action,
+            expect,
+            note: None,
+        });
+        self.origin.push(k);
+    }
+
+    fn op(&mut self, k: usize, op: &Op) -> Result<(), Untranslatable> {
+        let world_op = matches!(
+            op,
+            Op::ChangeTool { .. } | Op::RemoveTool { .. } | Op::Authorizer { .. }
+        );
+        if world_op && self.crashed {
+            // The runner observes the host after every step, and a dead host cannot be observed.
+            return Err("an observer change while the host is down".into());
+        }
+        if self.skipped(op) {
+            return Ok(());
+        }
+        let op = &quiet(op);
+        let before = self.driver.world.state.observe();
+        let from = self.driver.world.history.len();
+        self.driver.apply(op);
+        let entries: Vec<HistoryEntry> = self.driver.world.history[from..].to_vec();
+        match op {
+            Op::Restart => self.restart(k),
+            Op::ChangeTool { announce, .. } | Op::RemoveTool { announce, .. } => {
+                for e in &entries {
+                    if let StepKind::World {
+                        change: Some(change),
+                        ..
+                    } = &e.kind
+                    {
+                        self.tool_change(k, change)?;
+                    }
+                }
+                if *announce {
+                    self.push(
+                        k,
+                        StepAction::ToolServer(ToolServerStep::NotifyListChanged(Empty {})),
+                        None,
+                    );
+                }
+                Ok(())
+            }
+            Op::Authorizer { allow } => {
+                // The driver's allow carries a receipt bound to no request
+                // ("unknown"): the real authorizer's `mismatched` mode is that answer.
+                let mode = if *allow {
+                    AuthorizerBehaviour::MismatchedReceipt
+                } else {
+                    AuthorizerBehaviour::Deny
+                };
+                self.push(k, StepAction::Authorizer(AuthorizerStep { mode }), None);
+                Ok(())
+            }
+            _ => {
+                let mut before = before;
+                for e in &entries {
+                    if let StepKind::Action { action, result } = &e.kind {
+                        self.action(k, op, action, result, e, &before)?;
+                        before = e.observed.clone().unwrap_or_default();
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Operations left out of the sequence, for the model too: the driver
+    /// would address an id nobody issued ("inst-missing"), which a scenario at
+    /// this commit has no alias for, or arm the fault that kills the host.
+    fn skipped(&self, op: &Op) -> bool {
+        let no_instance = self.instances.is_empty();
+        match op {
+            Op::Delegate { .. }
+            | Op::Turn { .. }
+            | Op::ToolCall { .. }
+            | Op::End { .. }
+            | Op::Resume { .. }
+            | Op::Fork { .. }
+            | Op::Prepare { .. }
+            | Op::Event { .. }
+            | Op::Wait { .. } => no_instance,
+            Op::Consume { other_parent, .. } => *other_parent && no_instance,
+            Op::Answer { .. } => self.driver.world.state.approvals.is_empty(),
+            Op::Fault { point, .. } => point % 7 == CRASH_FAULT,
+            _ => false,
+        }
+    }
+
+    fn tool_change(&mut self, k: usize, change: &WorldChange) -> Result<(), Untranslatable> {
+        match change {
+            WorldChange::ToolRedefined { tool, .. } => {
+                if !self.served.contains(tool) {
+                    // Known checker gap, reported: SD4 reads any earlier
+                    // removal as final, so a call after the tool is served
+                    // again is flagged even in the model's own history.
+                    return Err(format!("tool `{tool}` served again after its removal"));
+                }
+                let Some(def) = self.driver.world.tools.get(tool) else {
+                    return Ok(());
+                };
+                let definition = def.raw.clone();
+                if self.served.insert(tool.clone()) {
+                    // Served again: added, then redefined in place, because the
+                    // runner records only a redefinition as a change of the
+                    // tool (an addition is invisible to the SD checkers, which
+                    // would still see the removal as the tool's latest change).
+                    self.push(
+                        k,
+                        StepAction::ToolServer(ToolServerStep::Add(ToolSpec {
+                            definition: definition.clone(),
+                            result: String::new(),
+                        })),
+                        None,
+                    );
+                }
+                self.push(
+                    k,
+                    StepAction::ToolServer(ToolServerStep::Change {
+                        name: tool.clone(),
+                        definition,
+                    }),
+                    None,
+                );
+            }
+            // Removing what the server no longer serves changes nothing there.
+            WorldChange::ToolRemoved { tool } if self.served.remove(tool) => {
+                self.push(
+                    k,
+                    StepAction::ToolServer(ToolServerStep::Remove(tool.clone())),
+                    None,
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The restart, with what the runner does after every restart mirrored
+    /// in the model: it re-sends the setup's configuration (automatic
+    /// approval off again) and its own clock, each a write with effects of
+    /// its own (a clock set expires receipts).
+    fn restart(&mut self, k: usize) -> Result<(), Untranslatable> {
+        self.crashed = false;
+        self.driver
+            .world
+            .apply(&Action::Configure(self.configuration.clone()));
+        if let Some(now) = self.runner_clock {
+            self.driver.world.apply(&Action::SetClock { now });
+        }
+        let after = self.driver.world.state.observe();
+        let expect = self.state_expect(&after, self.all_instances(), true);
+        self.push(k, StepAction::Restart(Empty {}), Some(expect));
+        Ok(())
+    }
+
+    fn all_instances(&self) -> Vec<String> {
+        self.instances.clone()
+    }
+
+    fn fresh(&mut self, prefix: &str) -> String {
+        let n = match prefix {
+            "i" => self.instances.len(),
+            "r" => self.receipts,
+            "a" => self.approvals,
+            _ => {
+                self.unused += 1;
+                self.unused - 1
+            }
+        };
+        format!("{prefix}{n}")
+    }
+
+    fn bind_instance(&mut self, id: &str) -> String {
+        let alias = self.fresh("i");
+        self.aliases.insert(id.to_string(), alias.clone());
+        self.instances.push(id.to_string());
+        alias
+    }
+
+    fn instance(&self, id: &str) -> Result<String, Untranslatable> {
+        self.aliases
+            .get(id)
+            .cloned()
+            .ok_or_else(|| format!("instance `{id}` has no alias (it was never reported created)"))
+    }
+
+    fn action(
+        &mut self,
+        k: usize,
+        op: &Op,
+        action: &Action,
+        result: &Result<ActionResult, String>,
+        entry: &HistoryEntry,
+        before: &Observed,
+    ) -> Result<(), Untranslatable> {
+        if self.crashed {
+            // The model answered nothing; neither will the host, and the runner forbids asking.
+            return Ok(());
+        }
+        let after = entry.observed.clone().unwrap_or_default();
+        let ok = result.as_ref().ok();
+        if let (Action::Turn { instance, .. }, Some(r)) = (action, ok)
+            && matches!(r.turn, Some(TurnReport::ModelFailed { .. }))
+            && after
+                .instance(instance)
+                .is_some_and(|i| i.state != delegation_model::LifecycleState::Failed)
+        {
+            // Known disagreement, reported: when the write of `failed` after a
+            // model failure fails, the world still finishes the turn
+            // (`completed`) while the reference host leaves it `running`.
+            return Err("a model failure whose `failed` transition was not committed".into());
+        }
+        let created =
+            |r: Option<&ActionResult>| r.filter(|r| r.is_ok()).and_then(|r| r.instance.clone());
+        let mut touched: Vec<String> = Vec::new();
+        let step = match action {
+            Action::Start(request) => {
+                let alias = match created(ok) {
+                    Some(id) => self.bind_instance(&id),
+                    None => self.fresh("unused-start-"),
+                };
+                touched.push(alias.clone());
+                StepAction::Start(StartStep {
+                    alias,
+                    request: request.clone(),
+                })
+            }
+            Action::Delegate { parent, request } => {
+                let parent = self.instance(parent)?;
+                let alias = created(ok).map(|id| self.bind_instance(&id));
+                touched.extend(alias.clone());
+                StepAction::Delegate(DelegateStep {
+                    parent,
+                    alias,
+                    request: request.clone(),
+                })
+            }
+            Action::PrepareReceipt {
+                parent,
+                call_id,
+                request,
+                ttl_ms,
+            } => {
+                let parent = self.instance(parent)?;
+                let alias = match ok.filter(|r| r.is_ok()).and_then(|r| r.receipt.as_ref()) {
+                    Some(receipt) => {
+                        let alias = self.fresh("r");
+                        self.receipts += 1;
+                        self.aliases.insert(receipt.id.clone(), alias.clone());
+                        alias
+                    }
+                    None => self.fresh("unused-receipt-"),
+                };
+                StepAction::PrepareReceipt(PrepareReceiptStep {
+                    parent,
+                    call_id: call_id.clone(),
+                    alias,
+                    request: request.clone(),
+                    ttl_ms: *ttl_ms,
+                })
+            }
+            Action::ConsumeReceipt {
+                receipt,
+                parent,
+                request,
+            } => {
+                let Op::Consume { tamper, .. } = op else {
+                    return Err("a receipt consumed by another operation".into());
+                };
+                let rid = receipt["id"].as_str().unwrap_or_default();
+                let receipt_alias = self
+                    .aliases
+                    .get(rid)
+                    .cloned()
+                    .ok_or_else(|| format!("receipt `{rid}` has no alias"))?;
+                let parent = self.instance(parent)?;
+                let alias = created(ok).map(|id| self.bind_instance(&id));
+                touched.extend(alias.clone());
+                StepAction::ConsumeReceipt(ConsumeReceiptStep {
+                    receipt: receipt_alias,
+                    parent,
+                    request: request.clone(),
+                    // The driver's tampering: a far expiry on an otherwise valid receipt.
+                    tamper: tamper.then(|| Tamper {
+                        pointer: "/expires_at".into(),
+                        value: receipt["expires_at"].clone(),
+                    }),
+                    alias,
+                })
+            }
+            Action::Turn { instance, input } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                let child = match ok.and_then(|r| r.turn.as_ref()) {
+                    Some(TurnReport::Spawn { spawn }) => created(Some(spawn)),
+                    _ => None,
+                };
+                let alias = child.map(|id| self.bind_instance(&id));
+                touched.extend(alias.clone());
+                StepAction::Turn(TurnStep {
+                    instance,
+                    input: input.clone(),
+                    alias,
+                    approval_as: self.bind_approval(ok),
+                })
+            }
+            Action::ToolCall {
+                instance,
+                tool,
+                arguments,
+            } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                StepAction::ToolCall(ToolCallStep {
+                    instance,
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                    approval_as: self.bind_approval(ok),
+                })
+            }
+            Action::Close { instance }
+            | Action::Cancel { instance }
+            | Action::Fail { instance }
+            | Action::Resume { instance } => {
+                let r = InstanceRef {
+                    instance: self.instance(instance)?,
+                };
+                touched.push(r.instance.clone());
+                match action {
+                    Action::Close { .. } => StepAction::Close(r),
+                    Action::Cancel { .. } => StepAction::Cancel(r),
+                    Action::Fail { .. } => StepAction::Fail(r),
+                    _ => StepAction::Resume(r),
+                }
+            }
+            Action::Fork { instance } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                let alias = match created(ok) {
+                    Some(id) => self.bind_instance(&id),
+                    None => self.fresh("unused-fork-"),
+                };
+                touched.push(alias.clone());
+                StepAction::Fork(ForkStep { instance, alias })
+            }
+            Action::Answer { request, decision } => {
+                let request = self
+                    .aliases
+                    .get(request)
+                    .cloned()
+                    .ok_or_else(|| format!("approval `{request}` has no alias"))?;
+                StepAction::Answer(AnswerStep {
+                    request,
+                    decision: *decision,
+                })
+            }
+            Action::SetAutoApprove { enabled } => StepAction::Auto(AutoStep { enabled: *enabled }),
+            Action::SetClock { now } => {
+                self.runner_clock = Some(*now);
+                StepAction::Clock(ClockStep::Set(*now))
+            }
+            Action::ArmFault { point, times } => StepAction::Fault(FaultStep {
+                point: *point,
+                times: *times,
+            }),
+            Action::DeliverEvent {
+                event,
+                instance,
+                kind,
+            } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                StepAction::DeliverEvent(DeliverEventStep {
+                    event: event.clone(),
+                    instance,
+                    kind: kind.clone(),
+                })
+            }
+            Action::Wait { instance, deadline } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                // The runner adds `within_ms` to its own clock: the same absolute deadline.
+                let within_ms = deadline
+                    .checked_sub(self.runner_clock.unwrap_or(0))
+                    .ok_or("a wait deadline before the runner's clock")?;
+                StepAction::Wait(WaitStep {
+                    instance,
+                    within_ms,
+                })
+            }
+            other => {
+                return Err(format!(
+                    "`{}` is not produced by the driver",
+                    other.method()
+                ));
+            }
+        };
+        touched.retain(|a| !a.starts_with("unused"));
+        let expect = match result {
+            Ok(r) => self.expect(r, entry, before, &after, touched),
+            Err(e) => {
+                self.crashed = true;
+                return Err(format!("the model's host answered nothing ({e})"));
+            }
+        };
+        self.push(k, step, Some(expect));
+        Ok(())
+    }
+
+    /// Binds the approval request a call raised, the way the runner binds `approval_as`.
+    fn bind_approval(&mut self, result: Option<&ActionResult>) -> Option<String> {
+        let id = result?.tool_call.as_ref()?.approval.clone()?;
+        if self.aliases.contains_key(&id) {
+            // Bound already: an answer reports the request it answered.
+            return None;
+        }
+        let alias = self.fresh("a");
+        self.approvals += 1;
+        self.aliases.insert(id, alias.clone());
+        Some(alias)
+    }
+
+    /// The model's predictions for one answered action.
+    fn expect(
+        &self,
+        r: &ActionResult,
+        entry: &HistoryEntry,
+        before: &Observed,
+        after: &Observed,
+        touched: Vec<String>,
+    ) -> Expect {
+        let evidence = &entry.evidence;
+        let mut model_requests_for = BTreeMap::new();
+        for (id, n) in &evidence.model_requests {
+            if let Some(alias) = self.aliases.get(id) {
+                model_requests_for.insert(alias.clone(), *n);
+            }
+        }
+        let with_approvals = !before.approvals.is_empty() || !after.approvals.is_empty();
+        let count = |o: &Observed, s: ApprovalState| {
+            o.approvals.iter().filter(|a| a.state == s).count() as i64
+        };
+        let delta = DeltaExpect {
+            instances: Some(after.instances.len() as i64 - before.instances.len() as i64),
+            model_requests: Some(evidence.total_model_requests()),
+            model_requests_new_instances: None,
+            model_requests_for,
+            handler_calls: Some(evidence.handler_calls.len() as u64),
+            authorizer_calls: self.authorizer.then_some(evidence.authorizer_calls),
+            approvals_dispatched: with_approvals.then(|| {
+                count(after, ApprovalState::Dispatched) - count(before, ApprovalState::Dispatched)
+            }),
+            approvals_pending: with_approvals.then(|| {
+                count(after, ApprovalState::Pending) - count(before, ApprovalState::Pending)
+            }),
+        };
+        let mut expect = self.state_expect(after, touched_ids(&self.aliases, &touched), false);
+        expect.outcome = Some(r.outcome);
+        expect.reason = r.reason;
+        expect.delta = Some(delta);
+        if let Some(TurnReport::Spawn { spawn }) = &r.turn {
+            expect.spawn = Some(SpawnExpect {
+                outcome: spawn.outcome,
+                reason: spawn.reason,
+            });
+        }
+        expect.tool_call = r.tool_call.as_ref().map(|t| ToolCallExpect {
+            outcome: t.outcome,
+            reason: t.reason,
+        });
+        expect.woke = r.woke;
+        expect.effective = r
+            .effective
+            .as_ref()
+            .map(|e| serde_json::to_value(e).expect("an authority serialises"));
+        expect
+    }
+
+    /// Lifecycle states of `ids` after the step, and on request the approval
+    /// and receipt counts: what a restart must have kept.
+    fn state_expect(&self, after: &Observed, ids: Vec<String>, everything: bool) -> Expect {
+        let mut expect = Expect::default();
+        for id in ids {
+            if let (Some(alias), Some(inst)) = (self.aliases.get(&id), after.instance(&id)) {
+                expect.state.insert(alias.clone(), inst.state);
+            }
+        }
+        if everything {
+            expect.instances = Some(delegation_runner::scenario::CountExpect {
+                count: after.instances.len() as u64,
+            });
+            for r in &after.receipts {
+                if let Some(alias) = self.aliases.get(&r.id) {
+                    expect.receipts.insert(alias.clone(), r.state);
+                }
+            }
+        }
+        if everything || !after.approvals.is_empty() {
+            let count = |f: &dyn Fn(&delegation_model::ObservedApproval) -> bool| {
+                Some(after.approvals.iter().filter(|a| f(a)).count() as u64)
+            };
+            expect.approvals = Some(ApprovalsExpect {
+                pending: count(&|a| a.state == ApprovalState::Pending),
+                allowed: count(&|a| {
+                    matches!(a.decision, Some(Decision::Allow | Decision::AllowExact))
+                }),
+                denied: count(&|a| a.decision == Some(Decision::Deny)),
+                ..ApprovalsExpect::default()
+            });
+        }
+        expect
+    }
+}
+
+/// Model ids of the aliases a step touched.
+fn touched_ids(aliases: &HashMap<String, String>, touched: &[String]) -> Vec<String> {
+    aliases
+        .iter()
+        .filter(|(_, a)| touched.contains(a))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_served_again_after_its_removal_ends_the_translation() {
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 1,
+                tools: 4,
+            },
+            Op::RemoveTool {
+                tool: 2,
+                announce: true,
+            },
+            Op::ChangeTool {
+                tool: 2,
+                announce: false,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        let t = translate(&ops, "fuzz/001-x", "x");
+        let keys: Vec<&str> = t.scenario.steps.iter().map(|s| s.action.key()).collect();
+        // The announcement is dropped (see `quiet`); the re-add stops the translation.
+        assert_eq!(keys, ["start", "tool_server"]);
+        assert_eq!(t.origin, [0, 1]);
+        assert_eq!(t.translated_ops, 2);
+        assert!(t.stopped.unwrap().contains("served again"));
+    }
+
+    #[test]
+    fn expectations_are_the_models_predictions() {
+        let ops = [
+            Op::Start {
+                sandbox: 1,
+                policy: 2,
+                tools: 1,
+            },
+            Op::Delegate {
+                parent: 0,
+                sandbox: Some(3),
+                tools: None,
+                role: 0,
+            },
+            Op::End {
+                instance: 0,
+                how: 0,
+            },
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+        ];
+        let t = translate(&ops, "fuzz/001-x", "x");
+        let steps = &t.scenario.steps;
+        assert_eq!(steps.len(), 4);
+        let delegate = steps[1].expect.as_ref().unwrap();
+        assert_eq!(
+            delegate.reason,
+            Some(delegation_model::DenyReason::CeilingExceeded)
+        );
+        assert_eq!(delegate.delta.as_ref().unwrap().instances, Some(0));
+        let turn = steps[3].expect.as_ref().unwrap();
+        assert_eq!(turn.outcome, Some(delegation_model::Outcome::Denied));
+        assert_eq!(turn.delta.as_ref().unwrap().model_requests, Some(0));
+        assert_eq!(t.scenario.checks, InvariantId::ALL.to_vec());
+        // It loads back as the runner loads a catalogue file.
+        let text = serde_json::to_string(&t.scenario).unwrap();
+        let back = Scenario::parse(&text, std::path::Path::new("x.json")).unwrap();
+        back.validate(std::path::Path::new("x.json")).unwrap();
+        assert_eq!(back, t.scenario);
+    }
+}

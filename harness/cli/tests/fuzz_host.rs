@@ -1,0 +1,148 @@
+//! `delegation-harness fuzz`: mutant hosts are found, shrunk to a few steps, and the written scenario fails the mutant and passes the correct host.
+//!
+//! Each run is bounded (fixed seed, few cases, short sequences) so the suite
+//! stays within seconds per mutant; longer runs are `fuzz --time N`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use delegation_host::ReferenceLauncher;
+use delegation_model::defects::Defect;
+use delegation_runner::catalogue::Catalogue;
+use delegation_runner::{ObserverWorlds, RunOptions, Scenario};
+
+fn harness(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn findings(out: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(out.join("fuzz"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Replays a catalogue in-process against a host with `defect`; the number of failed scenarios.
+fn failures_on_mutant(dir: &Path, defect: Defect) -> usize {
+    let catalogue = Catalogue::load(dir).expect("the findings load as a catalogue");
+    let scenarios: Vec<Scenario> = catalogue.scenarios.clone();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let report = runtime.block_on(async {
+        let (events, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (_stop, interrupt) = tokio::sync::watch::channel(false);
+        delegation_runner::run(
+            scenarios,
+            Arc::new(ReferenceLauncher {
+                defect: Some(defect),
+            }),
+            Arc::new(ObserverWorlds),
+            RunOptions::default(),
+            events,
+            interrupt,
+        )
+        .await
+    });
+    report.summary.fail
+}
+
+/// Fuzzes the mutant, then checks the finding end to end.
+fn mutant_is_found_shrunk_and_replayed(defect: Defect) {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let o = harness(&[
+        "fuzz",
+        "--defect",
+        defect.name(),
+        "--seed",
+        "7",
+        "--cases",
+        "60",
+        "--max-ops",
+        "24",
+        "--shrink-time",
+        "60",
+        "--out",
+        dir,
+    ]);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(1), "a finding exits 1:\n{log}");
+    assert!(log.contains("1 finding(s)"), "{log}");
+    assert!(
+        log.contains("the correct reference host passes it"),
+        "{log}"
+    );
+    let files = findings(out.path());
+    assert_eq!(files.len(), 1, "one scenario written: {files:?}\n{log}");
+    let scenario = Scenario::load(out.path(), &files[0]).expect("the finding is a valid scenario");
+    assert!(
+        scenario.steps.len() <= 5,
+        "shrunk to a few steps, got {}:\n{}",
+        scenario.steps.len(),
+        std::fs::read_to_string(&files[0]).unwrap()
+    );
+
+    // The correct host passes it through the real `run` command ...
+    let replay = harness(&["run", "--scenarios", dir, "--seed", "1"]);
+    assert_eq!(
+        replay.status.code(),
+        Some(0),
+        "the correct host passes the finding:\n{}",
+        text(&replay)
+    );
+    // ... and the mutant fails it.
+    assert_eq!(
+        failures_on_mutant(out.path(), defect),
+        1,
+        "the mutant fails the finding"
+    );
+}
+
+#[test]
+fn followup_after_close_is_found() {
+    mutant_is_found_shrunk_and_replayed(Defect::FollowupAfterClose);
+}
+
+#[test]
+fn tools_bound_by_name_is_found() {
+    mutant_is_found_shrunk_and_replayed(Defect::ToolsBoundByName);
+}
+
+#[test]
+fn child_before_policy_check_is_found() {
+    mutant_is_found_shrunk_and_replayed(Defect::ChildBeforePolicyCheck);
+}
+
+#[test]
+fn the_correct_host_gives_no_finding_on_a_bounded_run() {
+    let out = tempfile::tempdir().unwrap();
+    let o = harness(&[
+        "fuzz",
+        "--seed",
+        "7",
+        "--cases",
+        "30",
+        "--max-ops",
+        "24",
+        "--out",
+        out.path().to_str().unwrap(),
+    ]);
+    let log = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{log}");
+    assert!(log.contains("summary: 30 cases"), "{log}");
+    assert!(log.contains("0 finding(s)"), "{log}");
+    assert!(findings(out.path()).is_empty());
+}
