@@ -51,6 +51,9 @@ pub struct FuzzArgs {
     /// Longest operation sequence of one case.
     #[arg(long, default_value_t = 48, value_name = "N")]
     pub max_ops: usize,
+    /// Shortest operation sequence of one case (the benchmark sets it to `--max-ops`).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub min_ops: usize,
     /// Stop starting new cases after this many seconds (shrinking a finding may take longer).
     #[arg(long, value_name = "SECONDS")]
     pub time: Option<f64>,
@@ -290,7 +293,7 @@ async fn fuzz_async(
     let mut last_progress = Instant::now();
     let mut failure = None;
     while totals.cases < args.cases && deadline.is_none_or(|d| Instant::now() < d) {
-        let seq = generator.sequence(args.max_ops);
+        let seq = generator.sequence(args.min_ops, args.max_ops);
         let ops = seq.ops();
         let (translation, result) = run_ops(&ops, launcher.as_ref(), &exec).await;
         totals.cases += 1;

@@ -72,9 +72,9 @@ impl Generator {
         }
     }
 
-    /// A sequence of 1 to `max_ops` operations, each with its own value tree.
-    pub fn sequence(&mut self, max_ops: usize) -> Sequence {
-        let len = (1..=max_ops.max(1))
+    /// A sequence of `min_ops` to `max_ops` operations, each with its own value tree.
+    pub fn sequence(&mut self, min_ops: usize, max_ops: usize) -> Sequence {
+        let len = (min_ops.clamp(1, max_ops.max(1))..=max_ops.max(1))
             .new_tree(&mut self.runner)
             .expect("a range always generates")
             .current();
@@ -156,77 +156,86 @@ where
     trees.truncate(fail_at + 1);
     let exhausted = |stats: &ShrinkStats| stats.runs >= max_runs || started.elapsed() >= max_time;
 
-    // Delta debugging over whole operations: large chunks first, then
-    // single operations until a whole pass deletes nothing.
-    let mut size = trees.len().div_ceil(2).max(1);
+    // Simplified operations often make others deletable (a `Start` that
+    // became redundant): alternate both phases until a round changes nothing.
     loop {
-        let mut i = 0;
-        let mut deleted = false;
-        while i < trees.len() && !exhausted(&stats) {
-            let end = (i + size).min(trees.len());
-            if end - i == trees.len() {
-                // Deleting everything leaves nothing to fail.
+        let round_start: Vec<Op> = trees.iter().map(|t| t.current()).collect();
+        // Delta debugging over whole operations: large chunks first, then
+        // single operations until a whole pass deletes nothing.
+        let mut size = trees.len().div_ceil(2).max(1);
+        loop {
+            let mut i = 0;
+            let mut deleted = false;
+            while i < trees.len() && !exhausted(&stats) {
+                let end = (i + size).min(trees.len());
+                if end - i == trees.len() {
+                    // Deleting everything leaves nothing to fail.
+                    break;
+                }
+                let candidate: Vec<Op> = trees[..i]
+                    .iter()
+                    .chain(&trees[end..])
+                    .map(|t| t.current())
+                    .collect();
+                stats.runs += 1;
+                match run(candidate).await {
+                    Verdict::FailAt(at) => {
+                        trees.drain(i..end);
+                        trees.truncate(at + 1);
+                        deleted = true;
+                    }
+                    Verdict::Pass => i = end,
+                }
+            }
+            if exhausted(&stats) || (size == 1 && !deleted) {
                 break;
             }
-            let candidate: Vec<Op> = trees[..i]
-                .iter()
-                .chain(&trees[end..])
-                .map(|t| t.current())
-                .collect();
-            stats.runs += 1;
-            match run(candidate).await {
-                Verdict::FailAt(at) => {
-                    trees.drain(i..end);
-                    trees.truncate(at + 1);
-                    deleted = true;
-                }
-                Verdict::Pass => i = end,
-            }
+            size = size.div_ceil(2).min(size.saturating_sub(1)).max(1);
         }
-        if exhausted(&stats) || (size == 1 && !deleted) {
+
+        // proptest's own shrinking, one operation at a time (smaller fields,
+        // earlier variants), with its simplify/complicate protocol. A tree may
+        // end on a value that passed, so the last failing value is kept apart.
+        let mut k = 0;
+        while k < trees.len() && !exhausted(&stats) {
+            let mut best = trees[k].current();
+            if trees[k].simplify() {
+                loop {
+                    if exhausted(&stats) {
+                        break;
+                    }
+                    let candidate: Vec<Op> = trees.iter().map(|t| t.current()).collect();
+                    stats.runs += 1;
+                    let failed = match run(candidate).await {
+                        Verdict::FailAt(at) => {
+                            best = trees[k].current();
+                            trees.truncate(at + 1);
+                            true
+                        }
+                        Verdict::Pass => false,
+                    };
+                    if k >= trees.len() {
+                        break;
+                    }
+                    let more = if failed {
+                        trees[k].simplify()
+                    } else {
+                        trees[k].complicate()
+                    };
+                    if !more {
+                        break;
+                    }
+                }
+            }
+            if k < trees.len() && trees[k].current() != best {
+                trees[k] = Box::new(Just(best));
+            }
+            k += 1;
+        }
+        let now: Vec<Op> = trees.iter().map(|t| t.current()).collect();
+        if now == round_start || exhausted(&stats) {
             break;
         }
-        size = size.div_ceil(2).min(size.saturating_sub(1)).max(1);
-    }
-
-    // proptest's own shrinking, one operation at a time (smaller fields,
-    // earlier variants), with its simplify/complicate protocol. A tree may
-    // end on a value that passed, so the last failing value is kept apart.
-    let mut k = 0;
-    while k < trees.len() && !exhausted(&stats) {
-        let mut best = trees[k].current();
-        if trees[k].simplify() {
-            loop {
-                if exhausted(&stats) {
-                    break;
-                }
-                let candidate: Vec<Op> = trees.iter().map(|t| t.current()).collect();
-                stats.runs += 1;
-                let failed = match run(candidate).await {
-                    Verdict::FailAt(at) => {
-                        best = trees[k].current();
-                        trees.truncate(at + 1);
-                        true
-                    }
-                    Verdict::Pass => false,
-                };
-                if k >= trees.len() {
-                    break;
-                }
-                let more = if failed {
-                    trees[k].simplify()
-                } else {
-                    trees[k].complicate()
-                };
-                if !more {
-                    break;
-                }
-            }
-        }
-        if k < trees.len() && trees[k].current() != best {
-            trees[k] = Box::new(Just(best));
-        }
-        k += 1;
     }
     let ops: Vec<Op> = trees.iter().map(|t| t.current()).collect();
     stats.to = ops.len();
