@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
 use crate::scenario::{
-    AliasKind, DELEGATION_TRANSITIONS, Expect, LATEST_PENDING, ModelEndpointStep, Scenario,
-    StepAction, UNKNOWN_ALIAS,
+    AliasKind, DELEGATION_TRANSITIONS, Expect, LATEST_PENDING, ModelEndpointStep, RequestCount,
+    Scenario, StepAction, UNKNOWN_ALIAS,
 };
 use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
@@ -699,6 +699,10 @@ impl Run<'_> {
                 }
             }
             S::Auto(s) => Action::SetAutoApprove { enabled: s.enabled },
+            S::ScoreRisk(s) => Action::ScoreRisk {
+                instance: self.id_of(&s.instance)?,
+                risk: s.risk.clone(),
+            },
             S::RevokeGrant(s) => {
                 let grant = if s.grant == UNKNOWN_ALIAS {
                     self.unknown_id.clone()
@@ -738,7 +742,7 @@ impl Run<'_> {
                 agent: self.id_of(&s.agent)?,
                 tool: s.tool.clone(),
                 arguments: s.arguments.clone(),
-                call_id: None,
+                call_id: s.call_id.clone(),
             },
             S::CapabilityCall(s) => {
                 let bound = self
@@ -761,7 +765,7 @@ impl Run<'_> {
                     agent: self.id_of(&s.agent)?,
                     tool: s.tool.clone(),
                     arguments: s.arguments.clone(),
-                    call_id: None,
+                    call_id: s.call_id.clone(),
                 }
             }
             S::RevokeCapability(s) => Action::RevokeCapability {
@@ -995,30 +999,29 @@ impl Run<'_> {
                     json!(after.instances.len() as i64 - before.instances.len() as i64),
                 );
             }
-            if let Some(n) = delta.model_requests {
-                cmp(
-                    "delta.model_requests",
-                    json!(n),
-                    json!(evidence.total_model_requests()),
-                );
+            // A range that admits what was seen is no mismatch; otherwise the
+            // expectation is shown as written (a number or a range).
+            let mut within = |field: &str, expected: &RequestCount, seen: u64| {
+                if !expected.admits(seen) {
+                    cmp(field, json!(expected), json!(seen));
+                }
+            };
+            if let Some(n) = &delta.model_requests {
+                within("delta.model_requests", n, evidence.total_model_requests());
             }
-            if let Some(n) = delta.model_requests_new_instances {
+            if let Some(n) = &delta.model_requests_new_instances {
                 let new: u64 = evidence
                     .model_requests
                     .iter()
                     .filter(|(id, _)| !known.contains(id.as_str()))
                     .map(|(_, n)| n)
                     .sum();
-                cmp("delta.model_requests_new_instances", json!(n), json!(new));
+                within("delta.model_requests_new_instances", n, new);
             }
             for (alias, n) in &delta.model_requests_for {
                 let id = self.aliases.get(alias).map(|b| b.id.as_str()).unwrap_or("");
                 let seen = evidence.model_requests.get(id).copied().unwrap_or(0);
-                cmp(
-                    &format!("delta.model_requests_for.{alias}"),
-                    json!(n),
-                    json!(seen),
-                );
+                within(&format!("delta.model_requests_for.{alias}"), n, seen);
             }
             if let Some(n) = delta.handler_calls {
                 cmp(

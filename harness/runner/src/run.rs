@@ -192,9 +192,11 @@ pub fn judge(
     };
     let raw_name = raw.name().to_string();
 
-    // A negative whose control did not pass proves nothing, whatever it did.
+    // A passing negative whose control did not pass proves nothing (MODEL.md
+    // section 5). A failing one is still a failure: what it observed is
+    // evidence of its own, whatever became of the control.
     let mut verdict = match (&raw, control) {
-        (Verdict::Pass | Verdict::Fail, Some((id, control_verdict)))
+        (Verdict::Pass, Some((id, control_verdict)))
             if !matches!(control_verdict, Some(Verdict::Pass)) =>
         {
             Verdict::Inconclusive {

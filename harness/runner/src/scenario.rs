@@ -158,6 +158,7 @@ step_actions! {
     "deliver_event" => DeliverEvent(DeliverEventStep),
     "answer" => Answer(AnswerStep),
     "auto" => Auto(AutoStep),
+    "score_risk" => ScoreRisk(ScoreRiskStep),
     "revoke_grant" => RevokeGrant(RevokeGrantStep),
     "issue_capability" => IssueCapability(IssueCapabilityStep),
     "capability_call" => CapabilityCall(CapabilityCallStep),
@@ -418,6 +419,15 @@ pub struct AutoStep {
     pub enabled: bool,
 }
 
+/// The harness, as the host's approval reviewer, scores an instance's risk (capability `reviewer`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreRiskStep {
+    pub instance: String,
+    /// `low`, `elevated` or `stale`.
+    pub risk: String,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevokeGrantStep {
@@ -450,6 +460,9 @@ pub struct CapabilityCallStep {
     pub tool: String,
     #[serde(default)]
     pub arguments: Value,
+    /// Idempotency key: a retry with the same `call_id` must not run the handler again (TC5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -604,13 +617,13 @@ pub struct DeltaExpect {
     pub instances: Option<i64>,
     /// Model requests for any instance (auxiliary requests excluded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_requests: Option<u64>,
+    pub model_requests: Option<RequestCount>,
     /// Model requests for instances that did not exist before the step, or that the endpoint could not attribute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_requests_new_instances: Option<u64>,
+    pub model_requests_new_instances: Option<RequestCount>,
     /// Model requests by alias.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub model_requests_for: BTreeMap<String, u64>,
+    pub model_requests_for: BTreeMap<String, RequestCount>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handler_calls: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -621,6 +634,35 @@ pub struct DeltaExpect {
     /// Pending approvals, after minus before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals_pending: Option<i64>,
+}
+
+/// A number of model requests: exact (`2`), or a range (`{"at_least": 1}`).
+///
+/// Hosts differ in how many requests a parent makes around a delegation (a
+/// real host sends the spawn's result back to the model in a follow-up), so
+/// a scenario pins exactly what the invariant is about, usually a zero or a
+/// child's first request, and gives the rest a range.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RequestCount {
+    Exactly(u64),
+    Range {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_least: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        at_most: Option<u64>,
+    },
+}
+
+impl RequestCount {
+    pub fn admits(&self, seen: u64) -> bool {
+        match *self {
+            RequestCount::Exactly(n) => seen == n,
+            RequestCount::Range { at_least, at_most } => {
+                at_least.is_none_or(|low| seen >= low) && at_most.is_none_or(|high| seen <= high)
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -1086,6 +1128,7 @@ impl StepAction {
                 ("agent", &s.agent, Instance),
             ],
             S::RevokeCapability(s) => vec![("capability", &s.capability, Capability)],
+            S::ScoreRisk(s) => vec![("instance", &s.instance, Instance)],
             _ => vec![],
         }
         .into_iter()

@@ -23,8 +23,8 @@ use delegation_model::{
 use delegation_runner::scenario::{
     AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, ClockStep, ConsumeReceiptStep,
     DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef,
-    PrepareReceiptStep, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step, StepAction,
-    Tamper, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, WaitStep,
+    PrepareReceiptStep, RequestCount, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step,
+    StepAction, Tamper, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, WaitStep,
 };
 use serde_json::json;
 
@@ -665,7 +665,7 @@ impl Translator {
         let mut model_requests_for = BTreeMap::new();
         for (id, n) in &evidence.model_requests {
             if let Some(alias) = self.aliases.get(id) {
-                model_requests_for.insert(alias.clone(), *n);
+                model_requests_for.insert(alias.clone(), RequestCount::Exactly(*n));
             }
         }
         let with_approvals = !before.approvals.is_empty() || !after.approvals.is_empty();
@@ -674,7 +674,7 @@ impl Translator {
         };
         let delta = DeltaExpect {
             instances: Some(after.instances.len() as i64 - before.instances.len() as i64),
-            model_requests: Some(evidence.total_model_requests()),
+            model_requests: Some(RequestCount::Exactly(evidence.total_model_requests())),
             model_requests_new_instances: None,
             model_requests_for,
             handler_calls: Some(evidence.handler_calls.len() as u64),

@@ -29,6 +29,8 @@ pub enum Behaviour {
     CrashesOnDelegate,
     /// Takes 30 s to answer `instance/delegate`.
     Slow,
+    /// Refuses every delegation: trivially "safe", and useless as evidence.
+    NeverSpawns,
     /// Refuses `instance/delegate` with its own reason name (`quota_exceeded`),
     /// which a subprocess host layer cannot decode as a harness reason.
     ForeignReason,
@@ -202,6 +204,12 @@ impl Host for FakeHost {
                         detail: "unknown parent".into(),
                     })?;
                 let wants_network = request.authority.sandbox.as_ref().is_some_and(network);
+                if self.behaviour == Behaviour::NeverSpawns {
+                    return Ok(ActionResult::denied(
+                        DenyReason::CeilingExceeded,
+                        "never spawns",
+                    ));
+                }
                 if self.behaviour == Behaviour::Correct
                     && wants_network
                     && !network(&parent_instance.ceiling.sandbox)

@@ -28,10 +28,17 @@ fn fixture_text() -> String {
 fn control_and_negative() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("zc")).unwrap();
-    let mut control: Value = serde_json::from_str(&fixture_text()).unwrap();
+    let fixture: Value = serde_json::from_str(&fixture_text()).unwrap();
+    // The allowed twin: the same child without network spawns, one more instance.
+    let mut control = fixture.clone();
     control["id"] = "zc/002-control".into();
     control["kind"] = "control".into();
-    let mut negative = control.clone();
+    let delegate = &mut control["steps"][1];
+    delegate["delegate"]["request"]["authority"]["sandbox"]["workspace-write"]["network"] =
+        false.into();
+    delegate["expect"] = serde_json::json!({"outcome": "ok", "delta": {"instances": 1}});
+    control["steps"][3]["expect"] = serde_json::json!({"instances": {"count": 2}});
+    let mut negative = fixture;
     negative["id"] = "zc/003-negative".into();
     negative["kind"] = "negative".into();
     negative["control"] = "zc/002-control".into();
@@ -276,7 +283,8 @@ async fn junit_json_and_markdown_reports_are_written_and_junit_parses_as_xml() {
         ["zc/002-control", "zc/003-negative"],
         "one testcase per scenario"
     );
-    // The control fails (the wrong host admits), so the negative is inconclusive, not failed.
+    // The wrong host admits everything: the control passes and the negative
+    // fails on its own evidence.
     assert_eq!(failure_messages.len(), 1, "{xml}");
     assert!(
         failure_messages[0].contains("ZC1") && failure_messages[0].contains("CE1"),
@@ -286,14 +294,41 @@ async fn junit_json_and_markdown_reports_are_written_and_junit_parses_as_xml() {
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(path("report.json")).unwrap()).unwrap();
     assert_eq!(json["summary"]["fail"], 1);
-    assert_eq!(json["summary"]["inconclusive"], 1);
-    assert_eq!(json["scenarios"][1]["verdict"], "inconclusive");
-    assert_eq!(json["scenarios"][1]["control"], "zc/002-control");
+    assert_eq!(json["summary"]["inconclusive"], 0);
+    assert_eq!(json["scenarios"][1]["verdict"], "fail");
     assert_eq!(json["interrupted"], false);
 
     let md = std::fs::read_to_string(path("summary.md")).unwrap();
     assert!(md.contains("| `zc/003-negative` | MUST |"), "{md}");
-    assert!(md.contains("control `zc/002-control`: fail"), "{md}");
+}
+
+#[tokio::test]
+async fn a_passing_negative_whose_control_fails_is_inconclusive_not_pass() {
+    let dir = control_and_negative();
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::NeverSpawns),
+        RunOptions::default(),
+        vec![],
+        None,
+    )
+    .await;
+    // A host that never spawns refuses the negative's child as it should, but
+    // its control cannot spawn either: the negative proves nothing.
+    assert!(matches!(
+        verdict_of(&out.report, "zc/002-control"),
+        Verdict::Fail
+    ));
+    match verdict_of(&out.report, "zc/003-negative") {
+        Verdict::Inconclusive {
+            control,
+            control_verdict,
+        } => {
+            assert_eq!(control, "zc/002-control");
+            assert_eq!(control_verdict, "fail");
+        }
+        other => panic!("expected inconclusive, got {other:?}"),
+    }
 }
 
 #[tokio::test]
