@@ -75,6 +75,10 @@ defects! {
         "the capability secret is logged verbatim in the issuing answer's detail";
     PendingRestoredAsAllowed, "pending-restored-as-allowed", RS2,
         "after a restart a pending approval request is restored as allowed by policy";
+    AutoIgnoresRisk, "auto-ignores-risk", AR1,
+        "the automatic path answers whatever the reviewer's risk score says, so elevated risk gets no full review (seed 004)";
+    ForkDropsRisk, "fork-drops-risk", AR2,
+        "a forked thread starts without its source's latest risk score";
 }
 
 impl fmt::Display for Defect {

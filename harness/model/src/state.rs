@@ -1191,11 +1191,15 @@ impl HostState {
         };
         let (next_id, seq) = (self.next_id, self.seq);
         let new_id = self.fresh_id("inst");
-        let fork = InstanceRecord {
+        let mut fork = InstanceRecord {
             id: new_id.clone(),
             state: LifecycleState::Running,
             ..source.clone()
         };
+        // Defect fork-drops-risk: the fork starts with no score.
+        if self.has_defect(Defect::ForkDropsRisk) {
+            fork.risk = None;
+        }
         let mut rec = self.new_record("fork");
         rec.parent = source.parent.clone();
         rec.child = Some(new_id.clone());
@@ -1381,7 +1385,10 @@ impl HostState {
         if !self.auto_approve {
             return ToolPlan::Pending { approval: id };
         }
-        if inst.risk.as_deref().is_some_and(requires_full_review) {
+        // Defect auto-ignores-risk: the automatic path never looks at the score.
+        if inst.risk.as_deref().is_some_and(requires_full_review)
+            && !self.has_defect(Defect::AutoIgnoresRisk)
+        {
             // Elevated or stale risk: no automatic answer; a full review decides,
             // and the host says so once, in one record per request (AR1).
             let seq = self.seq;
