@@ -318,6 +318,12 @@ impl HostState {
             }
         }
         s.records.sort_by_key(|r| r.seq);
+        // Expiry follows from the restored clock, as `set_clock` derives it.
+        for r in s.receipts.values_mut() {
+            if r.state == ReceiptState::Issued && s.now >= r.receipt.expires_at {
+                r.state = ReceiptState::Expired;
+            }
+        }
         Ok(s)
     }
 

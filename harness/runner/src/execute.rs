@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use delegation_host::{Host, HostError, HostLauncher};
 use delegation_model::{
     Action, ActionResult, ApprovalState, DecidedBy, Decision, Evidence, HistoryEntry, InvariantId,
-    Millis, Observed, Receipt, StepKind, TurnReport,
+    Millis, Observed, Receipt, StepKind, TurnReport, WorldChange,
 };
 use delegation_protocol::{Environment, InitializeParams, InitializeResult, PROTOCOL_VERSION};
 use serde_json::{Value, json};
@@ -108,6 +108,9 @@ struct Run<'a> {
     clock: Option<Millis>,
     observed: Observed,
     history: Vec<HistoryEntry>,
+    /// History entries recorded for the setup (configure, clock, the
+    /// authorizer's initial mode), not for a step of the scenario.
+    setup_entries: usize,
     failures: Vec<Failure>,
     seen_violations: BTreeSet<(InvariantId, usize, String)>,
     transcript: Transcript,
@@ -197,6 +200,7 @@ pub async fn execute(
         clock: scenario.setup.clock,
         observed: Observed::default(),
         history: Vec::new(),
+        setup_entries: 0,
         failures: Vec::new(),
         seen_violations: BTreeSet::new(),
         transcript: Transcript::default(),
@@ -219,11 +223,27 @@ pub async fn execute(
         return finish(RawOutcome::Unsupported(missing), vec![], 0, run.transcript);
     }
 
-    let outcome = match run.configure().await {
+    if let Some(mode) = &scenario.setup.authorizer {
+        // The checkers must know how the authorizer answers from the start (EA2 to EA4).
+        run.setup_entry(
+            0,
+            StepKind::World {
+                description: format!(
+                    "setup: the authorizer answers {}",
+                    serde_json::to_string(mode).unwrap_or_default()
+                ),
+                change: Some(WorldChange::AuthorizerScripted {
+                    behaviour: mode.clone(),
+                }),
+            },
+            None,
+        );
+    }
+    let outcome = match run.configure(0).await {
         Err(fault) => run.fault_outcome(fault, "configuring the host"),
         Ok(()) => run.steps(events).await,
     };
-    let steps_run = run.history.len();
+    let steps_run = run.history.len() - run.setup_entries;
     run.close().await;
     let Run {
         failures,
@@ -307,8 +327,11 @@ impl Run<'_> {
         }
     }
 
-    /// `host/configure` from the setup, then the clock: after `initialize` and after every restart.
-    async fn configure(&mut self) -> Result<(), HostFault> {
+    /// `host/configure` from the setup, then the clock: after `initialize` and
+    /// after every restart. Both go into the history under `step`, so the
+    /// invariant checkers know the configuration (strict mode, a required
+    /// authorizer, automatic approval) and the clock the host was given.
+    async fn configure(&mut self, step: usize) -> Result<(), HostFault> {
         let configure = Action::Configure(self.scenario.setup.configuration.clone());
         let result = self.call(&configure).await?;
         if !result.is_ok() {
@@ -317,11 +340,41 @@ impl Run<'_> {
                 serde_json::to_string(&result).unwrap_or_default()
             )));
         }
+        self.setup_entry(
+            step,
+            StepKind::Action {
+                action: configure,
+                result: Ok(result),
+            },
+            None,
+        );
         if let Some(now) = self.clock {
-            self.call(&Action::SetClock { now }).await?;
+            let set = Action::SetClock { now };
+            let result = self.call(&set).await?;
+            self.setup_entry(
+                step,
+                StepKind::Action {
+                    action: set,
+                    result: Ok(result),
+                },
+                None,
+            );
         }
         self.observed = self.observe().await?;
+        if let Some(last) = self.history.last_mut() {
+            last.observed = Some(self.observed.clone());
+        }
         Ok(())
+    }
+
+    fn setup_entry(&mut self, step: usize, kind: StepKind, observed: Option<Observed>) {
+        self.history.push(HistoryEntry {
+            step,
+            kind,
+            evidence: Default::default(),
+            observed,
+        });
+        self.setup_entries += 1;
     }
 
     async fn observe(&mut self) -> Result<Observed, HostFault> {
@@ -385,7 +438,6 @@ impl Run<'_> {
                         .map_err(|(m, tail)| HostFault::Broken(format!("restart: {m}\n{tail}")))?;
                 self.host = host;
                 self.capabilities = init.capabilities;
-                self.configure().await?;
                 (StepKind::Restart, None)
             }
             StepAction::ToolServer(s) => self.world_step(WorldStep::ToolServer(s.clone())).await?,
@@ -487,6 +539,7 @@ impl Run<'_> {
             _ => self.observe().await?,
         };
         self.observed = observed.clone();
+        let restarted = matches!(kind, StepKind::Restart);
         let entry = HistoryEntry {
             step: index,
             kind,
@@ -495,6 +548,11 @@ impl Run<'_> {
         };
         self.record_transcript(index, &entry);
         self.history.push(entry);
+        if restarted {
+            // Configured after the restart entry, so checkers comparing the
+            // state before and after a restart read what the store restored.
+            self.configure(index).await?;
+        }
 
         if let Some(expect) = &step.expect {
             self.check_expect(index, expect, result.as_ref(), &before, &mark);
@@ -1291,12 +1349,10 @@ impl Run<'_> {
             {
                 continue;
             }
-            let step_evidence = self
-                .history
-                .get(v.step)
-                .map(|e| e.evidence.clone())
-                .unwrap_or_default();
-            let reply = self.history.get(v.step).and_then(|e| match &e.kind {
+            // The step's own entry: the last one recorded under its index.
+            let at_step = self.history.iter().rev().find(|e| e.step == v.step);
+            let step_evidence = at_step.map(|e| e.evidence.clone()).unwrap_or_default();
+            let reply = at_step.and_then(|e| match &e.kind {
                 StepKind::Action { result: Ok(r), .. } => Some(r.clone()),
                 _ => None,
             });
