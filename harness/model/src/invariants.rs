@@ -1004,7 +1004,12 @@ fn sd4(history: &[HistoryEntry]) -> Vec<Violation> {
     let changes = drifts(history);
     walk(history, |facts, entry| {
         for call in tool_calls(entry) {
-            for drift in changes.iter().filter(|d| d.step < entry.step) {
+            // Only the tool's latest change counts: a removal followed by the
+            // tool being served again is not drift for an instance sealed after it.
+            let latest = changes.iter().filter(|d| d.step < entry.step).rev().find(|d| {
+                matches!(d.change, WorldChange::ToolRemoved { tool } | WorldChange::ToolRedefined { tool, .. } if tool == call.tool)
+            });
+            if let Some(drift) = latest {
                 match drift.change {
                     WorldChange::ToolRemoved { tool } if tool == call.tool => {
                         let why = format!("the tool was removed at step {}", drift.step);
@@ -1141,14 +1146,17 @@ fn pg1(history: &[HistoryEntry]) -> Vec<Violation> {
     walk(history, |facts, entry| {
         for call in tool_calls(entry) {
             let fault_live = !matches!(armed, None | Some(Some(0)));
-            if fault_live && facts.auto_approve && needed_approval(facts, &classes, &call) {
-                refused_without_handler(
-                    InvariantId::PG1,
-                    entry,
-                    &call,
-                    "automatic approval could not be committed (store write armed to fail)",
-                    &mut out,
-                );
+            if fault_live && needed_approval(facts, &classes, &call) {
+                if facts.auto_approve {
+                    refused_without_handler(
+                        InvariantId::PG1,
+                        entry,
+                        &call,
+                        "automatic approval could not be committed (store write armed to fail)",
+                        &mut out,
+                    );
+                }
+                // A request for a person is written too, so it uses up a firing as well.
                 if let Some(Some(n)) = &mut armed {
                     *n -= 1;
                 }

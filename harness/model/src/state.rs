@@ -1161,6 +1161,38 @@ impl HostState {
         self.transition(journal, id, LifecycleState::Running)
     }
 
+    /// The model endpoint failed during a turn: the instance fails and the
+    /// turn ends there. If `failed` cannot be committed, the instance stays as
+    /// the store has it and the turn is refused as `store_write_failed`, so no
+    /// reply claims a failure that a restart would not show.
+    pub fn model_failed(
+        &mut self,
+        journal: &mut dyn Journal,
+        id: &str,
+        detail: String,
+    ) -> ActionResult {
+        match self.transition(journal, id, LifecycleState::Failed) {
+            Ok(()) => {
+                let mut r = ActionResult::ok();
+                r.instance = Some(id.into());
+                r.turn = Some(TurnReport::ModelFailed { detail });
+                r
+            }
+            Err(d) => {
+                let mut r: ActionResult = Denial::new(
+                    d.reason,
+                    format!(
+                        "the model failed ({detail}) and the failure could not be recorded: {}",
+                        d.detail
+                    ),
+                )
+                .into();
+                r.instance = Some(id.into());
+                r
+            }
+        }
+    }
+
     /// The turn ended normally: the instance is idle and resumable.
     pub fn finish_turn(&mut self, journal: &mut dyn Journal, id: &str) -> Decided<()> {
         if self

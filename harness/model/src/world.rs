@@ -435,14 +435,11 @@ impl World {
                 r
             }
             SimReply::Fail => {
-                let _ = self
-                    .state
-                    .transition(&mut self.journal, instance, LifecycleState::Failed);
-                let mut r = ActionResult::ok();
-                r.turn = Some(TurnReport::ModelFailed {
-                    detail: "model endpoint failed".into(),
-                });
-                r
+                return self.state.model_failed(
+                    &mut self.journal,
+                    instance,
+                    "model endpoint failed".into(),
+                );
             }
             SimReply::ToolCall { tool, arguments } => {
                 let plan =

@@ -423,15 +423,7 @@ impl ReferenceHost {
         };
         let reply = match reply {
             Ok(v) => v,
-            Err(detail) => {
-                let _ = run
-                    .state
-                    .transition(&mut run.journal, instance, LifecycleState::Failed);
-                let mut r = ActionResult::ok();
-                r.instance = Some(instance.into());
-                r.turn = Some(TurnReport::ModelFailed { detail });
-                return Ok(r);
-            }
+            Err(detail) => return Ok(run.state.model_failed(&mut run.journal, instance, detail)),
         };
         let reply = &reply["reply"];
         let mut result = if let Some(m) = reply.get("message") {
