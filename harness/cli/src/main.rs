@@ -160,12 +160,24 @@ fn load(args: &CatalogueArgs) -> anyhow::Result<Catalogue> {
     Ok(Catalogue::load(&dir)?)
 }
 
-fn launcher(host: Option<&str>, step_timeout: Duration) -> anyhow::Result<Arc<dyn HostLauncher>> {
+fn launcher(
+    host: Option<&str>,
+    step_timeout: Duration,
+    expectations: &Expectations,
+) -> anyhow::Result<Arc<dyn HostLauncher>> {
     Ok(match host {
         None => Arc::new(ReferenceLauncher::default()),
         Some(cmd) => {
+            // The host's own deny-reason names, mapped by its expectations file,
+            // are translated before its results are decoded.
+            let map = expectations.clone();
+            let translate = delegation_host::process::ResultTranslator(Arc::new(move |raw| {
+                map.translate_reply(raw)
+                    .map_err(|unmapped| unmapped.to_string())
+            }));
             let options = delegation_host::process::ProcessOptions {
                 request_timeout: step_timeout,
+                translate_result: Some(translate),
                 ..Default::default()
             };
             Arc::new(ProcessLauncher::new(cmd, options)?)
@@ -191,7 +203,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     let seed = args.seed.unwrap_or_else(random_seed);
     let scenarios: Vec<Scenario> = order(&selected, seed).into_iter().cloned().collect();
     let step_deadline = Duration::from_millis(args.step_timeout_ms);
-    let launcher = launcher(args.host.as_deref(), step_deadline)?;
+    let launcher = launcher(args.host.as_deref(), step_deadline, &expectations)?;
     let options = RunOptions {
         jobs: args.jobs.max(1),
         seed,

@@ -53,6 +53,22 @@ pub struct ProcessOptions {
     pub env: Vec<(String, String)>,
     /// Working directory of the adapter; default: the harness's own.
     pub current_dir: Option<PathBuf>,
+    /// Rewrites a raw result before it is decoded as an `ActionResult`: where
+    /// a host's own deny-reason names become the harness's (from the
+    /// expectations file). Absent: results are decoded as they come.
+    pub translate_result: Option<ResultTranslator>,
+}
+
+/// A rewrite of a raw result, failing with a message naming what could not be translated.
+#[derive(Clone)]
+pub struct ResultTranslator(
+    pub Arc<dyn Fn(&mut serde_json::Value) -> Result<(), String> + Send + Sync>,
+);
+
+impl std::fmt::Debug for ResultTranslator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ResultTranslator")
+    }
 }
 
 impl Default for ProcessOptions {
@@ -67,6 +83,7 @@ impl Default for ProcessOptions {
             exit_status_wait: Duration::from_secs(1),
             env: Vec::new(),
             current_dir: None,
+            translate_result: None,
         }
     }
 }
@@ -486,10 +503,22 @@ impl Host for ProcessHost {
         let result = self.request(method, id, encode_action(id, action)).await?;
         // A result of the wrong shape is a violation for this step, but the
         // stream is still in step, so the host is not marked broken.
-        serde_json::from_str(result.get()).map_err(|e| HostError::Protocol {
+        let shape_error = |e: serde_json::Error| HostError::Protocol {
             method: method.to_string(),
             detail: format!("result does not match ActionResult: {e}"),
-        })
+        };
+        match &self.options.translate_result {
+            None => serde_json::from_str(result.get()).map_err(shape_error),
+            Some(ResultTranslator(translate)) => {
+                let mut raw: serde_json::Value =
+                    serde_json::from_str(result.get()).map_err(shape_error)?;
+                translate(&mut raw).map_err(|detail| HostError::Protocol {
+                    method: method.to_string(),
+                    detail,
+                })?;
+                serde_json::from_value(raw).map_err(shape_error)
+            }
+        }
     }
 
     async fn shutdown(&mut self) -> Result<(), HostError> {

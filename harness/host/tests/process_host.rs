@@ -3,9 +3,10 @@
 use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use delegation_host::process::ProcessOptions;
+use delegation_host::process::{ProcessOptions, ResultTranslator};
 use delegation_host::{Host, HostError, HostLauncher, ProcessHost, ProcessLauncher};
 use delegation_model::{Action, Outcome};
 use delegation_protocol::{Environment, InitializeParams, LogLevel, PROTOCOL_VERSION};
@@ -450,4 +451,49 @@ async fn launch_errors_say_what_is_wrong() {
         host.shutdown().await.unwrap();
     })
     .await
+}
+
+#[tokio::test]
+async fn a_host_reason_name_is_translated_before_decoding_or_refused_clearly() {
+    guarded(async {
+        let fail = Action::Fail {
+            instance: "i".into(),
+        };
+        // Without a translation the host's own name does not decode.
+        let store = tempfile::tempdir().unwrap();
+        let mut plain = started(&python("echo_adapter.py", &[], quick()), store.path()).await;
+        match plain.call(&fail).await {
+            Err(HostError::Protocol { detail, .. }) => {
+                assert!(detail.contains("already_finished"), "{detail}")
+            }
+            other => panic!("expected a protocol error naming the reason, got {other:?}"),
+        }
+        plain.shutdown().await.unwrap();
+
+        // With one (what an expectations file's `deny_reasons` provides) it maps.
+        let translate = ResultTranslator(Arc::new(|raw: &mut serde_json::Value| {
+            match raw.get("reason").and_then(|r| r.as_str()) {
+                Some("already_finished") => {
+                    raw["reason"] = "instance_terminal".into();
+                    Ok(())
+                }
+                Some(other) => Err(format!("unmapped reason `{other}`")),
+                None => Ok(()),
+            }
+        }));
+        let options = ProcessOptions {
+            translate_result: Some(translate),
+            ..quick()
+        };
+        let store = tempfile::tempdir().unwrap();
+        let mut mapped = started(&python("echo_adapter.py", &[], options), store.path()).await;
+        let result = mapped.call(&fail).await.expect("the mapped reason decodes");
+        assert_eq!(
+            result.reason,
+            Some(delegation_model::DenyReason::InstanceTerminal)
+        );
+        assert_eq!(result.outcome, Outcome::Denied);
+        mapped.shutdown().await.unwrap();
+    })
+    .await;
 }

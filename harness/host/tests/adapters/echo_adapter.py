@@ -41,6 +41,9 @@ def main():
             send({"jsonrpc": "2.0", "id": rid,
                   "error": {"code": INVALID_PARAMS, "message": "unknown instance id format"}})
             continue
+        elif method == "instance/fail":
+            # A refusal under the host's own name for the reason, as a real host would answer.
+            result = {"outcome": "denied", "reason": "already_finished"}
         elif method == "instance/cancel":
             # Well-framed but not an ActionResult: a violation for this step only.
             result = {"outcome": "maybe"}
