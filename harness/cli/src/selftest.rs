@@ -37,6 +37,11 @@ pub struct SelftestArgs {
     /// Scenarios run at the same time within one host's run. Default: the number of CPUs.
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+    /// Run each mutant only on the scenarios that name its invariant (and
+    /// their controls): the same verdict on "killed for the right reason" at a
+    /// fraction of the cost. The correct host still runs every scenario.
+    #[arg(long)]
+    pub focused: bool,
     /// Write the kill matrix: FORMAT is markdown or json. Repeatable.
     #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_report)]
     pub report: Vec<(ReportFormat, PathBuf)>,
@@ -155,8 +160,13 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
 
     let mut rows = Vec::new();
     for defect in defects {
-        let report = runtime.block_on(run_once(&scenarios, Some(defect), jobs))?;
-        let row = judge(defect, &scenarios, &report);
+        let subset = if args.focused {
+            focus(&scenarios, defect)
+        } else {
+            scenarios.clone()
+        };
+        let report = runtime.block_on(run_once(&subset, Some(defect), jobs))?;
+        let row = judge(defect, &subset, &report);
         anstream::println!(
             "{:<32} {:<5} {}",
             defect.name(),
@@ -186,6 +196,20 @@ pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
     }
     anstream::println!("selftest passed: every mutant was killed for the right reason");
     Ok(exit_code::SUCCESS)
+}
+
+/// The scenarios naming the defect's invariant, with the controls they need, in run order.
+fn focus(scenarios: &[Scenario], defect: Defect) -> Vec<Scenario> {
+    let naming: Vec<&Scenario> = scenarios
+        .iter()
+        .filter(|s| s.checks.contains(&defect.invariant()))
+        .collect();
+    let controls: BTreeSet<&str> = naming.iter().filter_map(|s| s.control.as_deref()).collect();
+    let chosen: Vec<&Scenario> = scenarios
+        .iter()
+        .filter(|s| s.checks.contains(&defect.invariant()) || controls.contains(s.id.as_str()))
+        .collect();
+    order(&chosen, 0).into_iter().cloned().collect()
 }
 
 /// One run of the selected scenarios against the reference host carrying `defect`.
