@@ -821,7 +821,10 @@ mod tests {
         assert_eq!(delegate.delta.as_ref().unwrap().instances, Some(0));
         let turn = steps[3].expect.as_ref().unwrap();
         assert_eq!(turn.outcome, Some(delegation_model::Outcome::Denied));
-        assert_eq!(turn.delta.as_ref().unwrap().model_requests, Some(0));
+        assert_eq!(
+            turn.delta.as_ref().unwrap().model_requests,
+            Some(RequestCount::Exactly(0))
+        );
         assert_eq!(t.scenario.checks, InvariantId::ALL.to_vec());
         // It loads back as the runner loads a catalogue file.
         let text = serde_json::to_string(&t.scenario).unwrap();
