@@ -79,6 +79,54 @@ defects! {
         "the automatic path answers whatever the reviewer's risk score says, so elevated risk gets no full review (seed 004)";
     ForkDropsRisk, "fork-drops-risk", AR2,
         "a forked thread starts without its source's latest risk score";
+    DenialWithoutReason, "denial-without-reason", ZC3,
+        "a refused delegation replies with no machine-readable reason (`reason: None`), only free text";
+    ReceiptBindsNames, "receipt-binds-names", SD1,
+        "consuming a receipt skips the digest check of its sealed tools: a served name counts as the sealed tool";
+    NeverRaisesApproval, "never-raises-approval", PG4,
+        "under `never` an escalation raises an approval request instead of being denied first";
+    AutoOffDiscardsDecisions, "auto-off-discards-decisions", PG5,
+        "turning automatic approval off puts its committed decisions back to pending";
+    GrantMatchesToolOnly, "grant-matches-tool-only", PG6,
+        "an exact-call grant matches any call of the same tool, whatever its arguments";
+    GrantsSurviveCompletion, "grants-survive-completion", PG6,
+        "exact-call grants are not dropped when their instance completes, is cancelled or fails";
+    RoleDefaultIgnored, "role-default-ignored", CE3,
+        "the role default is ignored: the request (capped by the parent) wins over a narrower role";
+    StrictModeIgnored, "strict-mode-ignored", CE4,
+        "strict mode is not applied: an unsandboxed child of a full-access parent is admitted";
+    BoundedReachesAnyTool, "bounded-reaches-any-tool", CE5,
+        "bounded credentials reach any allowlisted tool, not only the delegation and lifecycle ones";
+    RecordOmitsRequested, "record-omits-requested", CE6,
+        "the admission record keeps the effective authority but not the requested one, so fallback passes for routing";
+    ReceiptExpiryOffByOne, "receipt-expiry-off-by-one", RC2,
+        "a receipt counts as expired only when `now > expires_at`, so it still admits at its expiry instant";
+    ReceiptParentNotChecked, "receipt-parent-not-checked", RC3,
+        "consume checks the request commitment but not the parent, so another parent can use the receipt";
+    ReceiptSealNotChecked, "receipt-seal-not-checked", RC4,
+        "consume looks the receipt up by id and never compares the presented fields or seal";
+    AuthorizerSkippedOnReceipt, "authorizer-skipped-on-receipt", EA1,
+        "the authorizer is consulted on direct delegation but not on the receipt-consume path";
+    WideningConstraintDropped, "widening-constraint-dropped", EA3,
+        "a widening or unsupported authorizer constraint is silently dropped and the child admitted";
+    AuthorizationReplayAccepted, "authorization-replay-accepted", EA4,
+        "a replayed authorization receipt id is accepted again";
+    ExternalAllowAsPerson, "external-allow-as-person", EA5,
+        "an external authorizer's allow is recorded as a person's approval";
+    WaitDeadlineEarly, "wait-deadline-early", LW1,
+        "a wait on a running instance reports its deadline before the harness's clock reached it";
+    EventReplayAccepted, "event-replay-accepted", LW2,
+        "event ids are not deduplicated: a replayed event is applied again";
+    CapabilityBindingUnchecked, "capability-binding-unchecked", TC1,
+        "a capability call is not checked against the task and agent the capability is bound to";
+    CapabilityRevocationIgnored, "capability-revocation-ignored", TC2,
+        "a revoked capability keeps working";
+    CapabilityExpiryOffByOne, "capability-expiry-off-by-one", TC3,
+        "a capability counts as expired only when `now > expires_at`, so it still works at its expiry instant";
+    CapabilityRetryReruns, "capability-retry-reruns", TC5,
+        "a retry with the same call_id runs the handler again instead of returning the kept outcome";
+    AutoApproveNotPersisted, "auto-approve-not-persisted", RS1,
+        "the automatic-approval switch is kept in memory only: after a restart it is back at its initial value";
 }
 
 impl fmt::Display for Defect {
@@ -125,6 +173,20 @@ impl HostState {
 
     pub fn has_defect(&self, defect: Defect) -> bool {
         self.defect == Some(defect)
+    }
+
+    /// `auto-off-discards-decisions`: the automatic path's decisions go back to pending.
+    pub fn defect_discard_policy_decisions(&mut self) {
+        if !self.has_defect(Defect::AutoOffDiscardsDecisions) {
+            return;
+        }
+        for a in self.approvals.values_mut() {
+            if a.approval.decided_by == Some(DecidedBy::Policy) {
+                a.approval.state = ApprovalState::Pending;
+                a.approval.decision = None;
+                a.approval.decided_by = None;
+            }
+        }
     }
 
     /// `child-before-policy-check`: the admission the host commits before it

@@ -566,9 +566,11 @@ impl HostState {
         match self.commit(journal, vec![write]) {
             Ok(()) => {
                 self.now = now;
+                // Defect receipt-expiry-off-by-one: expired only after `expires_at`.
+                let late = u64::from(self.has_defect(Defect::ReceiptExpiryOffByOne));
                 // Receipts past their expiry become expired as soon as the clock says so.
                 for r in self.receipts.values_mut() {
-                    if r.state == ReceiptState::Issued && self.now >= r.receipt.expires_at {
+                    if r.state == ReceiptState::Issued && self.now >= r.receipt.expires_at + late {
                         r.state = ReceiptState::Expired;
                     }
                 }
@@ -660,6 +662,8 @@ impl HostState {
             ));
         }
         let role_default = self.config.roles.get(&request.role);
+        // Defect role-default-ignored: the request wins over a narrower role.
+        let role_default = role_default.filter(|_| !self.has_defect(Defect::RoleDefaultIgnored));
         let effective =
             admit(&p.ceiling, role_default, &request.authority).map_err(|e| match &e {
                 AdmissionError::CeilingExceeded(_) | AdmissionError::BadPath(..) => {
@@ -675,7 +679,11 @@ impl HostState {
                     Denial::new(DenyReason::PolicyDenied, e.to_string())
                 }
             })?;
-        if self.config.strict_mode && effective.sandbox.is_full_access() {
+        // Defect strict-mode-ignored.
+        if self.config.strict_mode
+            && effective.sandbox.is_full_access()
+            && !self.has_defect(Defect::StrictModeIgnored)
+        {
             return Err(Denial::new(
                 DenyReason::PolicyDenied,
                 "strict mode refuses a child without a sandbox",
@@ -774,7 +782,10 @@ impl HostState {
                 "authorization receipt expired",
             ));
         }
-        if self.used_authorizations.contains(rid) {
+        // Defect authorization-replay-accepted.
+        if self.used_authorizations.contains(rid)
+            && !self.has_defect(Defect::AuthorizationReplayAccepted)
+        {
             return Err(Denial::new(
                 DenyReason::AuthorizerReplay,
                 format!("authorization receipt `{rid}` replayed"),
@@ -790,8 +801,14 @@ impl HostState {
             ));
         }
         if let Some(constraints) = reply.get("constraints").filter(|c| !c.is_null()) {
-            let constraints: AuthorityRequest = serde_json::from_value(constraints.clone())
-                .map_err(|e| malformed(&format!("has an unsupported constraint: {e}")))?;
+            let constraints: AuthorityRequest = match serde_json::from_value(constraints.clone()) {
+                Ok(c) => c,
+                // Defect widening-constraint-dropped: an unsupported constraint is ignored too.
+                Err(_) if self.has_defect(Defect::WideningConstraintDropped) => {
+                    return Ok((admission, rid.to_string()));
+                }
+                Err(e) => return Err(malformed(&format!("has an unsupported constraint: {e}"))),
+            };
             let narrowed = admit(
                 &Authority {
                     delegation_depth: admission.effective.delegation_depth + 1,
@@ -805,8 +822,13 @@ impl HostState {
                     DenyReason::AuthorizerMalformed,
                     format!("authorizer constraint widens: {e}"),
                 )
-            })?;
-            admission.effective = narrowed;
+            });
+            match narrowed {
+                Ok(narrowed) => admission.effective = narrowed,
+                // Defect widening-constraint-dropped: the constraint is ignored, the child admitted.
+                Err(_) if self.has_defect(Defect::WideningConstraintDropped) => {}
+                Err(d) => return Err(d),
+            }
         }
         Ok((admission, rid.to_string()))
     }
@@ -848,10 +870,16 @@ impl HostState {
         rec.child = Some(id.clone());
         rec.requested_role = Some(admission.request.role.clone());
         rec.requested = Some(admission.request.authority.clone());
+        if self.has_defect(Defect::RecordOmitsRequested) {
+            rec.requested = None; // Defect record-omits-requested.
+        }
         rec.effective = Some(admission.effective.clone());
         rec.allowed = true;
         rec.created_instances_delta = 1;
         rec.decided_by = authorization.as_ref().map(|_| DecidedBy::External);
+        if rec.decided_by.is_some() && self.has_defect(Defect::ExternalAllowAsPerson) {
+            rec.decided_by = Some(DecidedBy::Person); // Defect external-allow-as-person.
+        }
         let mut writes = vec![Self::instance_write(&inst), Self::record_write(&rec)];
         let mut consumed = None;
         // Defect receipt-not-tombstoned: the receipt stays `issued` after its child is admitted.
@@ -901,7 +929,11 @@ impl HostState {
         denial: Denial,
     ) -> ActionResult {
         self.record_denial(journal, transition, Some(parent), Some(request), &denial);
-        denial.into()
+        let mut r: ActionResult = denial.into();
+        if self.has_defect(Defect::DenialWithoutReason) {
+            r.reason = None; // Defect denial-without-reason.
+        }
+        r
     }
 
     pub fn prepare_receipt(
@@ -981,7 +1013,10 @@ impl HostState {
                 format!("no receipt `{id}` was issued"),
             ));
         };
-        if *presented != to_value(&stored.receipt) {
+        // Defect receipt-seal-not-checked: the id alone is trusted.
+        if *presented != to_value(&stored.receipt)
+            && !self.has_defect(Defect::ReceiptSealNotChecked)
+        {
             return Err(Denial::new(
                 DenyReason::BindingMismatch,
                 format!("receipt `{id}` was altered"),
@@ -1002,7 +1037,9 @@ impl HostState {
             }
             ReceiptState::Issued => {}
         }
-        if self.now >= stored.receipt.expires_at {
+        // Defect receipt-expiry-off-by-one: expired only after `expires_at`.
+        let late = u64::from(self.has_defect(Defect::ReceiptExpiryOffByOne));
+        if self.now >= stored.receipt.expires_at + late {
             let mut expired = stored.clone();
             expired.state = ReceiptState::Expired;
             let write = Write {
@@ -1018,8 +1055,10 @@ impl HostState {
                 format!("receipt `{id}` expired"),
             ));
         }
-        if stored.receipt.parent != parent || stored.receipt.commitment != Self::commitment(request)
-        {
+        // Defect receipt-parent-not-checked: only the request is compared.
+        let other_parent =
+            stored.receipt.parent != parent && !self.has_defect(Defect::ReceiptParentNotChecked);
+        if other_parent || stored.receipt.commitment != Self::commitment(request) {
             return Err(Denial::new(
                 DenyReason::BindingMismatch,
                 format!("receipt `{id}` is bound to another parent or request"),
@@ -1027,7 +1066,10 @@ impl HostState {
         }
         let p = self.live_instance(parent)?;
         let names: Vec<&String> = stored.receipt.authority.tools.keys().collect();
-        self.check_sealed_tools(p, &names, live)?;
+        // Defect receipt-binds-names: the sealed digests are not checked on consume.
+        if !self.has_defect(Defect::ReceiptBindsNames) {
+            self.check_sealed_tools(p, &names, live)?;
+        }
         Ok(Admission {
             parent: parent.into(),
             request: request.clone(),
@@ -1112,7 +1154,10 @@ impl HostState {
         if let Some(r) = rec {
             self.records.push(r);
         }
-        if next.is_terminal() || next == LifecycleState::Completed {
+        // Defect grants-survive-completion: the run's grants are kept.
+        if (next.is_terminal() || next == LifecycleState::Completed)
+            && !self.has_defect(Defect::GrantsSurviveCompletion)
+        {
             // Exact-call grants last for the run they were given in: completion,
             // cancellation and failure end them (PG6), as a restart does.
             self.grants.retain(|_, g| g.grant.instance != id);
@@ -1273,7 +1318,8 @@ impl HostState {
         r.instance = Some(id.into());
         if inst.state != LifecycleState::Running {
             r.woke = Some(WakeReason::Event);
-        } else if self.now >= deadline {
+        } else if self.now >= deadline || self.has_defect(Defect::WaitDeadlineEarly) {
+            // Defect wait-deadline-early: the deadline is reported whatever the clock says.
             r.woke = Some(WakeReason::Deadline);
         } else {
             r.detail = Some(format!(
@@ -1291,7 +1337,8 @@ impl HostState {
         instance: &str,
         kind: &str,
     ) -> ActionResult {
-        if self.delivered_events.contains(event) {
+        // Defect event-replay-accepted: event ids are not deduplicated.
+        if self.delivered_events.contains(event) && !self.has_defect(Defect::EventReplayAccepted) {
             return Denial::new(
                 DenyReason::EventReplayed,
                 format!("event `{event}` was already delivered"),
@@ -1366,6 +1413,10 @@ impl HostState {
             // Defect auto-skips-read-only: the automatic path never asks the read-only rule.
             Eligibility::Denied(DenyReason::ReadOnlyContext)
                 if self.auto_approve && self.has_defect(Defect::AutoSkipsReadOnly) => {}
+            // Defect never-raises-approval: under `never` the escalation is asked for anyway.
+            Eligibility::Denied(DenyReason::PolicyDenied)
+                if inst.ceiling.approval_policy == crate::authority::ApprovalPolicy::Never
+                    && self.has_defect(Defect::NeverRaisesApproval) => {}
             Eligibility::Denied(reason) => {
                 return ToolPlan::Denied(Denial::new(
                     reason,
@@ -1385,7 +1436,9 @@ impl HostState {
             g.grant.instance == instance
                 && g.grant.tool == tool
                 && g.grant.tool_digest == sealed_digest
-                && g.grant.arguments_digest == arguments_digest
+                // Defect grant-matches-tool-only: the arguments are not compared.
+                && (g.grant.arguments_digest == arguments_digest
+                    || self.has_defect(Defect::GrantMatchesToolOnly))
         }) {
             return ToolPlan::Execute {
                 tool: name,
@@ -1581,9 +1634,14 @@ impl HostState {
             key: "auto_approve".into(),
             value: json!(enabled),
         };
-        match self.commit(journal, vec![write]) {
+        // Defect auto-approve-not-persisted: the switch is kept in memory only.
+        let persisted = !self.has_defect(Defect::AutoApproveNotPersisted);
+        match self.commit(journal, [write].into_iter().filter(|_| persisted).collect()) {
             Ok(()) => {
                 self.auto_approve = enabled;
+                if !enabled && self.has_defect(Defect::AutoOffDiscardsDecisions) {
+                    self.defect_discard_policy_decisions(); // Defect auto-off-discards-decisions.
+                }
                 ActionResult::ok()
             }
             Err(d) => d.into(),
@@ -1711,16 +1769,22 @@ impl HostState {
             return denied("no capability matches the presented secret".into());
         };
         let c = &cap.capability;
-        if c.task != task || c.agent != agent {
+        // Defect capability-binding-unchecked.
+        if (c.task != task || c.agent != agent)
+            && !self.has_defect(Defect::CapabilityBindingUnchecked)
+        {
             return denied(format!(
                 "capability `{}` is bound to another task or agent",
                 c.id
             ));
         }
-        if c.revoked {
+        if c.revoked && !self.has_defect(Defect::CapabilityRevocationIgnored) {
+            // Defect capability-revocation-ignored skips this.
             return denied(format!("capability `{}` was revoked", c.id));
         }
-        if self.now >= c.expires_at {
+        // Defect capability-expiry-off-by-one: expired only after `expires_at`.
+        let late = u64::from(self.has_defect(Defect::CapabilityExpiryOffByOne));
+        if self.now >= c.expires_at + late {
             return denied(format!("capability `{}` expired", c.id));
         }
         if !c.tools.iter().any(|t| t == tool) {
@@ -1730,7 +1794,9 @@ impl HostState {
             ));
         }
         let key = call_id.map(|k| format!("{}/{k}", c.id));
+        // Defect capability-retry-reruns: the kept outcome is not looked up.
         if let Some(k) = &key
+            && !self.has_defect(Defect::CapabilityRetryReruns)
             && let Some(outcome) = self.capability_outcomes.get(k)
         {
             return (
@@ -1749,7 +1815,9 @@ impl HostState {
         if let Err(d) = self.check_sealed_tools(&inst, &[&name], live) {
             return (ToolPlan::Denied(d), None);
         }
+        // Defect bounded-reaches-any-tool.
         if inst.ceiling.approval_policy.is_bounded()
+            && !self.has_defect(Defect::BoundedReachesAnyTool)
             && class_of(&live[tool].raw) != crate::authority::ActionClass::Delegation
         {
             return denied(format!(

@@ -235,6 +235,11 @@ impl Running {
         if !self.state.config.authorizer_required {
             return Ok((admission, None));
         }
+        // Defect authorizer-skipped-on-receipt: the consume path never asks the authorizer.
+        if admission.receipt.is_some() && self.state.has_defect(Defect::AuthorizerSkippedOnReceipt)
+        {
+            return Ok((admission, None));
+        }
         let answer = if self
             .state
             .take_fault(delegation_model::FaultPoint::AuthorizerCall)
