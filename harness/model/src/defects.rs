@@ -14,6 +14,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::digest::{ToolDefinition, digest_value};
 use crate::state::{Admission, HostState};
 use crate::vocabulary::InvariantId;
 use crate::wire::{ApprovalState, DecidedBy, Decision, SpawnRequest};
@@ -127,6 +128,12 @@ defects! {
         "a retry with the same call_id runs the handler again instead of returning the kept outcome";
     AutoApproveNotPersisted, "auto-approve-not-persisted", RS1,
         "the automatic-approval switch is kept in memory only: after a restart it is back at its initial value";
+    DescriptionNotDigested, "description-not-digested", SD4,
+        "the tool digest leaves the description out, so a description-only edit (tool poisoning) is not drift";
+    UnsealableToolDropped, "unsealable-tool-dropped", SD5,
+        "a spawn naming a tool the parent cannot seal exactly is admitted with that tool silently dropped";
+    NetworkAxisIgnored, "network-axis-ignored", CE1,
+        "delegation compares writable roots but not the network flag, so a child of a no-network parent gets network";
 }
 
 impl fmt::Display for Defect {
@@ -173,6 +180,19 @@ impl HostState {
 
     pub fn has_defect(&self, defect: Defect) -> bool {
         self.defect == Some(defect)
+    }
+
+    /// `description-not-digested`: the digest a buggy host keeps for a tool,
+    /// over the definition without its description; the real digest otherwise.
+    pub fn defect_tool_digest(&self, def: &ToolDefinition) -> String {
+        if !self.has_defect(Defect::DescriptionNotDigested) {
+            return def.digest.clone();
+        }
+        let mut raw = def.raw.clone();
+        if let Some(o) = raw.as_object_mut() {
+            o.remove("description");
+        }
+        digest_value(&raw).unwrap_or_else(|e| format!("invalid:{e}"))
     }
 
     /// `auto-off-discards-decisions`: the automatic path's decisions go back to pending.

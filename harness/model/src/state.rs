@@ -480,7 +480,8 @@ impl HostState {
         for name in names {
             let sealed = &inst.ceiling.tools[*name];
             match live.get(*name) {
-                Some(def) if def.digest == *sealed => {}
+                // Defect description-not-digested: the digest leaves the description out.
+                Some(def) if self.defect_tool_digest(def) == *sealed => {}
                 // Defect tools-bound-by-name: a served name counts as a match.
                 Some(_) if self.has_defect(Defect::ToolsBoundByName) => {}
                 Some(def) => {
@@ -517,7 +518,8 @@ impl HostState {
             .filter_map(|(name, digest)| {
                 // Defect tools-bound-by-name: the model is shown the edited definition too.
                 let by_name = self.has_defect(Defect::ToolsBoundByName);
-                live.get(name).filter(|d| by_name || d.digest == *digest)
+                live.get(name)
+                    .filter(|d| by_name || self.defect_tool_digest(d) == *digest)
             })
             .map(|d| d.raw.clone())
             .collect()
@@ -593,7 +595,13 @@ impl HostState {
                     format!("cwd `{}`: {e}", req.cwd),
                 )
             })?;
-            let tools = Self::seal_tools(&req.tools, live)?;
+            let mut tools = Self::seal_tools(&req.tools, live)?;
+            if self.has_defect(Defect::DescriptionNotDigested) {
+                // Defect description-not-digested: the seal leaves the description out.
+                for (name, digest) in tools.iter_mut() {
+                    *digest = self.defect_tool_digest(&live[name]);
+                }
+            }
             let ceiling = Authority {
                 sandbox: req.sandbox.clone(),
                 approval_policy: req.approval_policy.clone().canonical(),
@@ -664,21 +672,45 @@ impl HostState {
         let role_default = self.config.roles.get(&request.role);
         // Defect role-default-ignored: the request wins over a narrower role.
         let role_default = role_default.filter(|_| !self.has_defect(Defect::RoleDefaultIgnored));
-        let effective =
-            admit(&p.ceiling, role_default, &request.authority).map_err(|e| match &e {
-                AdmissionError::CeilingExceeded(_) | AdmissionError::BadPath(..) => {
-                    Denial::new(DenyReason::CeilingExceeded, e.to_string())
+        let effective = match admit(&p.ceiling, role_default, &request.authority) {
+            // Defect unsealable-tool-dropped: the tools the parent cannot seal are left out.
+            Err(AdmissionError::ProjectionMissing(_))
+                if self.has_defect(Defect::UnsealableToolDropped) =>
+            {
+                let mut narrowed = request.authority.clone();
+                if let Some(tools) = &mut narrowed.tools {
+                    tools.retain(|t| p.ceiling.tools.contains_key(t));
                 }
-                AdmissionError::ProjectionMissing(_) => {
-                    Denial::new(DenyReason::ProjectionMissing, e.to_string())
+                admit(&p.ceiling, role_default, &narrowed)
+            }
+            // Defect network-axis-ignored: the network flag is not compared.
+            Err(AdmissionError::CeilingExceeded(_))
+                if self.has_defect(Defect::NetworkAxisIgnored) =>
+            {
+                let mut ceiling = p.ceiling.clone();
+                if let crate::authority::Sandbox::WorkspaceWrite { network, .. } =
+                    &mut ceiling.sandbox
+                {
+                    *network = true;
                 }
-                AdmissionError::UnsupportedProvider(_) => {
-                    Denial::new(DenyReason::UnsupportedTarget, e.to_string())
-                }
-                AdmissionError::DelegationExhausted => {
-                    Denial::new(DenyReason::PolicyDenied, e.to_string())
-                }
-            })?;
+                admit(&ceiling, role_default, &request.authority)
+            }
+            r => r,
+        }
+        .map_err(|e| match &e {
+            AdmissionError::CeilingExceeded(_) | AdmissionError::BadPath(..) => {
+                Denial::new(DenyReason::CeilingExceeded, e.to_string())
+            }
+            AdmissionError::ProjectionMissing(_) => {
+                Denial::new(DenyReason::ProjectionMissing, e.to_string())
+            }
+            AdmissionError::UnsupportedProvider(_) => {
+                Denial::new(DenyReason::UnsupportedTarget, e.to_string())
+            }
+            AdmissionError::DelegationExhausted => {
+                Denial::new(DenyReason::PolicyDenied, e.to_string())
+            }
+        })?;
         // Defect strict-mode-ignored.
         if self.config.strict_mode
             && effective.sandbox.is_full_access()
