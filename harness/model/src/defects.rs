@@ -134,6 +134,10 @@ defects! {
         "a spawn naming a tool the parent cannot seal exactly is admitted with that tool silently dropped";
     NetworkAxisIgnored, "network-axis-ignored", CE1,
         "delegation compares writable roots but not the network flag, so a child of a no-network parent gets network";
+    DispatchBeforeRecord, "dispatch-before-record", RS3,
+        "the automatic allow is dispatched before its decision is written, so a crash in between leaves a dispatched allow with no record";
+    ForkTakesParentCeiling, "fork-takes-parent-ceiling", CE2,
+        "a fork is given its source's parent's ceiling instead of the source's sealed one";
 }
 
 impl fmt::Display for Defect {

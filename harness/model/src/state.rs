@@ -1315,10 +1315,16 @@ impl HostState {
         if self.has_defect(Defect::ForkDropsRisk) {
             fork.risk = None;
         }
+        // Defect fork-takes-parent-ceiling: the fork is sealed with the parent's ceiling.
+        if self.has_defect(Defect::ForkTakesParentCeiling)
+            && let Some(p) = source.parent.as_ref().and_then(|p| self.instances.get(p))
+        {
+            fork.ceiling = p.ceiling.clone();
+        }
         let mut rec = self.new_record("fork");
         rec.parent = source.parent.clone();
         rec.child = Some(new_id.clone());
-        rec.effective = Some(source.ceiling.clone());
+        rec.effective = Some(fork.ceiling.clone());
         rec.allowed = true;
         rec.created_instances_delta = 1;
         if let Err(d) = self.commit(
@@ -1329,11 +1335,12 @@ impl HostState {
             self.seq = seq;
             return d.into();
         }
+        let effective = fork.ceiling.clone();
         self.instances.insert(new_id.clone(), fork);
         self.records.push(rec);
         let mut r = ActionResult::ok();
         r.instance = Some(new_id);
-        r.effective = Some(source.ceiling);
+        r.effective = Some(effective);
         r
     }
 
@@ -1529,6 +1536,16 @@ impl HostState {
         approval.approval.state = ApprovalState::Decided;
         approval.approval.decision = Some(Decision::Allow);
         approval.approval.decided_by = Some(DecidedBy::Policy);
+        // Defect dispatch-before-record: the allow goes out first; the crash comes before the record.
+        if self.has_defect(Defect::DispatchBeforeRecord)
+            && self.take_fault(FaultPoint::CrashAfterDecisionCommit)
+        {
+            return ToolPlan::Execute {
+                tool: name,
+                arguments: arguments.clone(),
+                approval: Some(id),
+            };
+        }
         if let Err(d) = self.commit_decision(journal, &approval) {
             if !self.has_defect(Defect::SwallowStoreError) {
                 return ToolPlan::Denied(d);

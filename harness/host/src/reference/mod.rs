@@ -598,11 +598,17 @@ impl Host for ReferenceHost {
                 arguments,
             } => {
                 let live = run.live_tools(method).await?;
+                let crash = delegation_model::FaultPoint::CrashAfterDecisionCommit;
+                let armed = run.state.faults.contains_key(&crash);
                 let plan =
                     run.state
                         .plan_tool_call(&mut run.journal, instance, tool, arguments, &live);
                 let mut crashed = false;
                 let r = run.run_plan(tool, plan, &mut crashed).await;
+                // Defect dispatch-before-record: the host dies after the handler ran, before the record.
+                crashed |= armed
+                    && !run.state.faults.contains_key(&crash)
+                    && run.state.has_defect(Defect::DispatchBeforeRecord);
                 self.crashed |= crashed;
                 r
             }
