@@ -138,6 +138,8 @@ defects! {
         "the automatic allow is dispatched before its decision is written, so a crash in between leaves a dispatched allow with no record";
     ForkTakesParentCeiling, "fork-takes-parent-ceiling", CE2,
         "a fork is given its source's parent's ceiling instead of the source's sealed one";
+    QueuedFollowupAfterClose, "queued-followup-after-close", TR4,
+        "a follow-up to a closed instance is refused but kept in a queue, and the queue is flushed to the model on the next turn";
 }
 
 impl fmt::Display for Defect {

@@ -71,6 +71,8 @@ pub struct ReferenceHost {
     crashed: bool,
     /// A deliberate bug for `selftest`; `None` is the correct host.
     defect: Option<Defect>,
+    /// Defect queued-followup-after-close: refused follow-ups (instance, input); always empty otherwise.
+    queued: Vec<(String, String)>,
 }
 
 impl ReferenceHost {
@@ -87,6 +89,7 @@ impl ReferenceHost {
             running: None,
             crashed: false,
             defect,
+            queued: Vec::new(),
         }
     }
 
@@ -396,9 +399,17 @@ impl ReferenceHost {
     async fn turn(&mut self, instance: &str, input: &str) -> Result<ActionResult, HostError> {
         let method = "instance/turn";
         let http = self.http.clone();
+        let flush = std::mem::take(&mut self.queued);
         let run = self.running(method)?;
         let live = run.live_tools(method).await?;
         if let Err(d) = run.state.begin_turn(&mut run.journal, instance) {
+            // Defect queued-followup-after-close: the refused follow-up is kept for later.
+            let queue = d.reason == DenyReason::InstanceTerminal
+                && run.state.has_defect(Defect::QueuedFollowupAfterClose);
+            self.queued = flush;
+            if queue {
+                self.queued.push((instance.to_string(), input.to_string()));
+            }
             return Ok(d.into());
         }
         let inst = &run.state.instances[instance];
@@ -412,6 +423,17 @@ impl ReferenceHost {
             "{}/neutral/turn",
             run.environment.model_endpoint.trim_end_matches('/')
         );
+        for (queued, text) in flush {
+            // Defect queued-followup-after-close: the queue goes to the model with the next turn.
+            let body = json!({"instance": queued, "role": "", "input": text, "tools": []});
+            let _ = http
+                .post(url.as_str())
+                .header("x-delegation-instance", &queued)
+                .json(&body)
+                .timeout(MODEL_TIMEOUT)
+                .send()
+                .await;
+        }
         let sent = http
             .post(url)
             .header("x-delegation-instance", instance)
