@@ -19,7 +19,7 @@ timed() {
     printf '%-52s %8.1f s\n' "$label" "$(echo "$end - $start" | bc)"
 }
 
-scenarios=$(ls scenarios/*/*.json | wc -l)
+scenarios=$(ls scenarios/*/[0-9]*.json | wc -l)
 echo "== $scenarios scenarios, $profile build, $(nproc) cores"
 timed "catalogue, in-process, --jobs 1" "$target/delegation-harness" run --seed 1 --jobs 1
 timed "catalogue, in-process, --jobs 4" "$target/delegation-harness" run --seed 1 --jobs 4
