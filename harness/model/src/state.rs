@@ -192,6 +192,66 @@ pub enum ToolPlan {
     Crash,
 }
 
+/// How a decided tool call ended, for its reply.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlanEnd {
+    /// The handler ran; its text, or the error that stopped it.
+    Ran {
+        approval: Option<Id>,
+        result: Result<String, String>,
+    },
+    Pending(Id),
+    Denied(Denial),
+    /// The crash fault fired before dispatch: nothing ran.
+    Crashed,
+}
+
+impl PlanEnd {
+    /// The reply to a tool call: the one mapping the reference host and the
+    /// model's world share, so their answers cannot drift apart.
+    pub fn reply(self, tool: &str) -> ActionResult {
+        let report = |outcome, reason, approval, result| ToolCallReport {
+            tool: tool.to_string(),
+            outcome,
+            reason,
+            approval,
+            result,
+        };
+        let mut r = match self {
+            PlanEnd::Ran { approval, result } => {
+                let mut r = ActionResult::ok();
+                let text = match result {
+                    Ok(text) => Some(text),
+                    Err(e) => {
+                        r.detail = Some(format!("handler failed: {e}"));
+                        None
+                    }
+                };
+                r.tool_call = Some(report(ToolCallOutcome::Executed, None, approval, text));
+                r
+            }
+            PlanEnd::Pending(approval) => {
+                let mut r = ActionResult::ok();
+                r.tool_call = Some(report(
+                    ToolCallOutcome::PendingApproval,
+                    None,
+                    Some(approval),
+                    None,
+                ));
+                r
+            }
+            PlanEnd::Denied(d) => ActionResult::denied(d.reason, d.detail),
+            PlanEnd::Crashed => {
+                ActionResult::denied(DenyReason::StoreWriteFailed, "host crashed before dispatch")
+            }
+        };
+        if r.tool_call.is_none() {
+            r.tool_call = Some(report(ToolCallOutcome::Denied, r.reason, None, None));
+        }
+        r
+    }
+}
+
 /// A delegation that passed local admission and now waits for the authorizer (if any) and the commit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {

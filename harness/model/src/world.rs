@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 use crate::digest::ToolDefinition;
-use crate::state::{AuthorizerAnswer, HostState, LiveTools, MemoryJournal, ToolPlan};
+use crate::state::{AuthorizerAnswer, HostState, LiveTools, MemoryJournal, PlanEnd, ToolPlan};
 use crate::wire::*;
 
 /// What the simulated model answers to an input containing a marker.
@@ -294,14 +294,7 @@ impl World {
     }
 
     fn run_plan(&mut self, tool: &str, plan: ToolPlan) -> ActionResult {
-        let report = |outcome, reason, approval, result| ToolCallReport {
-            tool: tool.to_string(),
-            outcome,
-            reason,
-            approval,
-            result,
-        };
-        match plan {
+        let end = match plan {
             ToolPlan::Execute {
                 tool: t,
                 arguments,
@@ -311,38 +304,19 @@ impl World {
                     tool: t.clone(),
                     arguments,
                 });
-                let mut r = ActionResult::ok();
-                r.tool_call = Some(report(
-                    ToolCallOutcome::Executed,
-                    None,
+                PlanEnd::Ran {
                     approval,
-                    Some(format!("{t} ran")),
-                ));
-                r
+                    result: Ok(format!("{t} ran")),
+                }
             }
-            ToolPlan::Pending { approval } => {
-                let mut r = ActionResult::ok();
-                r.tool_call = Some(report(
-                    ToolCallOutcome::PendingApproval,
-                    None,
-                    Some(approval),
-                    None,
-                ));
-                r
-            }
-            ToolPlan::Denied(d) => {
-                let mut r = ActionResult::denied(d.reason, d.detail);
-                r.tool_call = Some(report(ToolCallOutcome::Denied, Some(d.reason), None, None));
-                r
-            }
+            ToolPlan::Pending { approval } => PlanEnd::Pending(approval),
+            ToolPlan::Denied(d) => PlanEnd::Denied(d),
             ToolPlan::Crash => {
                 self.crashed = true;
-                ActionResult::denied(
-                    crate::DenyReason::StoreWriteFailed,
-                    "host crashed before dispatch",
-                )
+                PlanEnd::Crashed
             }
-        }
+        };
+        end.reply(tool)
     }
 
     fn delegate(

@@ -14,10 +14,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use delegation_model::defects::Defect;
 use delegation_model::digest::sha256_hex;
-use delegation_model::state::{Admission, AuthorizerAnswer, HostState, LiveTools, ToolPlan};
+use delegation_model::state::{
+    Admission, AuthorizerAnswer, HostState, LiveTools, PlanEnd, ToolPlan,
+};
 use delegation_model::{
     Action, ActionResult, DenyReason, LifecycleState, SpawnRequest, ToolCallOutcome,
-    ToolCallReport, ToolDefinition, TurnReport,
+    ToolDefinition, TurnReport,
 };
 use delegation_protocol::{
     Environment, HostInfo, InitializeParams, InitializeResult, PROTOCOL_VERSION, capability,
@@ -175,60 +177,23 @@ impl Running {
 
     /// Runs a decided plan: the handler is called only for `Execute`.
     async fn run_plan(&mut self, tool: &str, plan: ToolPlan, crashed: &mut bool) -> ActionResult {
-        let report = |outcome, reason, approval, result| ToolCallReport {
-            tool: tool.to_string(),
-            outcome,
-            reason,
-            approval,
-            result,
-        };
-        let mut r = match plan {
+        let end = match plan {
             ToolPlan::Execute {
                 tool: t,
                 arguments,
                 approval,
-            } => match self.call_handler(&t, &arguments).await {
-                Ok(text) => {
-                    let mut r = ActionResult::ok();
-                    r.tool_call = Some(report(
-                        ToolCallOutcome::Executed,
-                        None,
-                        approval,
-                        Some(text),
-                    ));
-                    r
-                }
-                Err(e) => {
-                    let mut r = ActionResult::ok();
-                    r.detail = Some(format!("handler failed: {e}"));
-                    r.tool_call = Some(report(ToolCallOutcome::Executed, None, approval, None));
-                    r
-                }
+            } => PlanEnd::Ran {
+                approval,
+                result: self.call_handler(&t, &arguments).await,
             },
-            ToolPlan::Pending { approval } => {
-                let mut r = ActionResult::ok();
-                r.tool_call = Some(report(
-                    ToolCallOutcome::PendingApproval,
-                    None,
-                    Some(approval),
-                    None,
-                ));
-                r
-            }
-            ToolPlan::Denied(d) => {
-                let mut r = ActionResult::denied(d.reason, d.detail);
-                r.tool_call = Some(report(ToolCallOutcome::Denied, Some(d.reason), None, None));
-                r
-            }
+            ToolPlan::Pending { approval } => PlanEnd::Pending(approval),
+            ToolPlan::Denied(d) => PlanEnd::Denied(d),
             ToolPlan::Crash => {
                 *crashed = true;
-                ActionResult::denied(DenyReason::StoreWriteFailed, "host crashed before dispatch")
+                PlanEnd::Crashed
             }
         };
-        if r.tool_call.is_none() {
-            r.tool_call = Some(report(ToolCallOutcome::Denied, r.reason, None, None));
-        }
-        r
+        end.reply(tool)
     }
 
     async fn authorize(
