@@ -339,28 +339,17 @@ impl HostState {
                     other => return Err(format!("store row settings/{other}: unknown setting")),
                 },
                 Table::Instances => {
-                    s.instances.insert(
-                        key.clone(),
-                        serde_json::from_value(v).map_err(|e| bad(*table, key, e))?,
-                    );
+                    s.instances.insert(key.clone(), decode_row(*table, key, v)?);
                 }
                 Table::Receipts => {
-                    s.receipts.insert(
-                        key.clone(),
-                        serde_json::from_value(v).map_err(|e| bad(*table, key, e))?,
-                    );
+                    s.receipts.insert(key.clone(), decode_row(*table, key, v)?);
                 }
                 Table::Approvals => {
-                    s.approvals.insert(
-                        key.clone(),
-                        serde_json::from_value(v).map_err(|e| bad(*table, key, e))?,
-                    );
+                    s.approvals.insert(key.clone(), decode_row(*table, key, v)?);
                 }
                 Table::Capabilities => {
-                    s.capabilities.insert(
-                        key.clone(),
-                        serde_json::from_value(v).map_err(|e| bad(*table, key, e))?,
-                    );
+                    s.capabilities
+                        .insert(key.clone(), decode_row(*table, key, v)?);
                 }
                 Table::CapabilityOutcomes => {
                     s.capability_outcomes
@@ -2074,6 +2063,15 @@ pub const STRICT_REVIEW_REQUIRED: &str = "strict_review_required";
 /// Risk scores under which the automatic path must not answer (AR1).
 pub fn requires_full_review(risk: &str) -> bool {
     matches!(risk, "elevated" | "stale" | "high")
+}
+
+/// One stored row as the record it holds, or an error naming the row.
+fn decode_row<T: serde::de::DeserializeOwned>(
+    table: Table,
+    key: &str,
+    value: Value,
+) -> Result<T, String> {
+    serde_json::from_value(value).map_err(|e| format!("store row {}/{key}: {e}", table.name()))
 }
 
 /// The fault points a batch of writes passes through.
