@@ -7,6 +7,7 @@
 
 mod fuzz;
 mod selftest;
+mod shipped_hosts;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -66,8 +67,10 @@ struct CatalogueArgs {
 #[derive(Args)]
 struct RunArgs {
     /// The host adapter to run, as a command line (split like a POSIX shell,
-    /// no shell run). Default: the embedded reference host.
-    #[arg(long, value_name = "CMD")]
+    /// no shell run), or the name of an adapter shipped in `harness/adapters/`
+    /// (`opencode`, `codex`), which also selects its committed expectations
+    /// file unless --expectations is given. Default: the embedded reference host.
+    #[arg(long, value_name = "CMD|NAME")]
     host: Option<String>,
     #[command(flatten)]
     catalogue: CatalogueArgs,
@@ -196,14 +199,38 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             catalogue.scenarios.len()
         );
     }
-    let expectations = match &args.expectations {
+    let host = match &args.host {
+        Some(host) => {
+            let cwd = std::env::current_dir().context("cannot read the current directory")?;
+            Some(shipped_hosts::resolve(
+                host,
+                shipped_hosts::find_adapters_dir(&cwd).as_deref(),
+            )?)
+        }
+        None => None,
+    };
+    let expectations_file = args
+        .expectations
+        .clone()
+        .or_else(|| host.as_ref().and_then(|h| h.expectations.clone()));
+    if let (None, Some(file)) = (&args.expectations, &expectations_file) {
+        anstream::eprintln!(
+            "note: using the shipped adapter's expectations file {}",
+            file.display()
+        );
+    }
+    let expectations = match &expectations_file {
         Some(file) => Expectations::load(file)?,
         None => Expectations::default(),
     };
     let seed = args.seed.unwrap_or_else(random_seed);
     let scenarios: Vec<Scenario> = order(&selected, seed).into_iter().cloned().collect();
     let step_deadline = Duration::from_millis(args.step_timeout_ms);
-    let launcher = launcher(args.host.as_deref(), step_deadline, &expectations)?;
+    let launcher = launcher(
+        host.as_ref().map(|h| h.command.as_str()),
+        step_deadline,
+        &expectations,
+    )?;
     let options = RunOptions {
         jobs: args.jobs.max(1),
         seed,
