@@ -277,3 +277,32 @@ fn new_expectation_fields_parse_and_model_saw_names_a_bound_instance() {
     assert!(text.contains("steps[3].expect.model_saw"), "{text}");
     assert!(text.contains("`ghost`"), "{text}");
 }
+
+/// The `scenario_parser` fuzz target's body on stable: every catalogue file
+/// round trips, and every prefix of one (almost all refused) is answered
+/// with an error naming the file, never a panic.
+#[test]
+fn the_scenario_fuzz_body_accepts_the_catalogue_and_its_truncations() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let catalogue = Catalogue::load(&root).unwrap();
+    assert!(
+        catalogue.scenarios.len() > 100,
+        "the whole catalogue is covered"
+    );
+    for scenario in &catalogue.scenarios {
+        let text = std::fs::read(root.join(format!("{}.json", scenario.id))).unwrap();
+        delegation_runner::fuzzing::fuzz_scenario(&text);
+    }
+    let text = fixture_text();
+    let mut refused = 0;
+    for end in (0..text.len()).step_by(7) {
+        if !text.is_char_boundary(end) {
+            continue;
+        }
+        if Scenario::parse(&text[..end], Path::new("x.json")).is_err() {
+            refused += 1;
+        }
+        delegation_runner::fuzzing::fuzz_scenario(&text.as_bytes()[..end]);
+    }
+    assert!(refused > 10, "truncated scenarios are refused ({refused})");
+}
