@@ -18,7 +18,7 @@ use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
 use crate::scenario::{
     AliasKind, DELEGATION_TRANSITIONS, Expect, LATEST_PENDING, ModelEndpointStep, RequestCount,
-    Scenario, StepAction, UNKNOWN_ALIAS,
+    Scenario, StepAction, Tamper, TamperOp, UNKNOWN_ALIAS,
 };
 use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
@@ -689,13 +689,7 @@ impl Run<'_> {
                     })?;
                 let mut value = serde_json::to_value(receipt).map_err(|e| e.to_string())?;
                 if let Some(tamper) = &s.tamper {
-                    let slot = value.pointer_mut(&tamper.pointer).ok_or_else(|| {
-                        format!(
-                            "tamper pointer `{}` does not exist in the receipt the host issued",
-                            tamper.pointer
-                        )
-                    })?;
-                    *slot = tamper.value.clone();
+                    apply_tamper(&mut value, tamper)?;
                 }
                 Action::ConsumeReceipt {
                     receipt: value,
@@ -1380,4 +1374,39 @@ pub fn partial_match(partial: &Value, actual: &Value) -> bool {
             .all(|(k, v)| a.get(k).is_some_and(|av| partial_match(v, av))),
         _ => partial == actual,
     }
+}
+
+/// Alters a receipt as the scenario says, with one RFC 6902 operation. An
+/// `add` must create a field: over an existing one it would be a `replace`,
+/// and the scenario would not test what it says.
+fn apply_tamper(receipt: &mut Value, tamper: &Tamper) -> Result<(), String> {
+    let exists = receipt.pointer(&tamper.pointer).is_some();
+    match (tamper.op, exists) {
+        (TamperOp::Add, true) => {
+            return Err(format!(
+                "tamper `add` at `{}`: the receipt the host issued already has that field; use `replace`",
+                tamper.pointer
+            ));
+        }
+        (TamperOp::Replace | TamperOp::Remove, false) => {
+            return Err(format!(
+                "tamper `{}` at `{}`: the receipt the host issued has no such field",
+                tamper.op.name(),
+                tamper.pointer
+            ));
+        }
+        _ => {}
+    }
+    let mut operation = json!({"op": tamper.op.name(), "path": tamper.pointer});
+    if let Some(value) = &tamper.value {
+        operation["value"] = value.clone();
+    }
+    let patch: json_patch::Patch = serde_json::from_value(json!([operation])).map_err(|e| {
+        format!(
+            "tamper at `{}` is not a JSON Patch operation: {e}",
+            tamper.pointer
+        )
+    })?;
+    json_patch::patch(receipt, &patch)
+        .map_err(|e| format!("tamper `{}` at `{}`: {e}", tamper.op.name(), tamper.pointer))
 }

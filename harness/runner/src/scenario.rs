@@ -321,13 +321,43 @@ pub struct ConsumeReceiptStep {
     pub alias: Option<String>,
 }
 
-/// Replace one field of a receipt before handing it back.
+/// Alter one field of a receipt before handing it back: one RFC 6902 JSON
+/// Patch operation on the receipt as the host issued it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Tamper {
+    /// `replace` (the default) a field that exists, `add` one the host did
+    /// not write, or `remove` one it did.
+    #[serde(default, skip_serializing_if = "TamperOp::is_replace")]
+    pub op: TamperOp,
     /// RFC 6901 JSON pointer into the receipt, e.g. `/authority/sandbox`.
     pub pointer: String,
-    pub value: Value,
+    /// The new value; required by `replace` and `add`, refused with `remove`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Value>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TamperOp {
+    #[default]
+    Replace,
+    Add,
+    Remove,
+}
+
+impl TamperOp {
+    fn is_replace(&self) -> bool {
+        *self == TamperOp::Replace
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TamperOp::Replace => "replace",
+            TamperOp::Add => "add",
+            TamperOp::Remove => "remove",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -866,6 +896,31 @@ impl Scenario {
         let mut bound: BTreeMap<String, AliasKind> = BTreeMap::new();
         for (i, step) in self.steps.iter().enumerate() {
             let at = |field: &str| format!("steps[{i}].{}.{field}", step.action.key());
+            if let StepAction::ConsumeReceipt(ConsumeReceiptStep {
+                tamper: Some(tamper),
+                ..
+            }) = &step.action
+            {
+                match (tamper.op, &tamper.value) {
+                    (TamperOp::Remove, Some(_)) => {
+                        return Err(invalid(
+                            at("tamper.value"),
+                            "a `remove` tamper takes no value: it deletes the field at `pointer`"
+                                .into(),
+                        ));
+                    }
+                    (TamperOp::Replace | TamperOp::Add, None) => {
+                        return Err(invalid(
+                            at("tamper.value"),
+                            format!(
+                                "a `{}` tamper needs the `value` to write at `pointer`",
+                                tamper.op.name()
+                            ),
+                        ));
+                    }
+                    _ => {}
+                }
+            }
             for (field, alias, kind) in step.action.uses() {
                 if alias == UNKNOWN_ALIAS {
                     continue;

@@ -24,7 +24,8 @@ use delegation_runner::scenario::{
     AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, ClockStep, ConsumeReceiptStep,
     DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef,
     PrepareReceiptStep, RequestCount, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step,
-    StepAction, Tamper, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, WaitStep,
+    StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep,
+    WaitStep,
 };
 use serde_json::json;
 
@@ -514,8 +515,9 @@ impl Translator {
                     request: request.clone(),
                     // The driver's tampering: a far expiry on an otherwise valid receipt.
                     tamper: tamper.then(|| Tamper {
+                        op: TamperOp::Replace,
                         pointer: "/expires_at".into(),
-                        value: receipt["expires_at"].clone(),
+                        value: Some(receipt["expires_at"].clone()),
                     }),
                     alias,
                 })

@@ -429,3 +429,46 @@ async fn the_real_tr_area_passes_on_the_reference_host_with_two_jobs_and_real_ob
         "never more than --jobs, and both slots used: {seen:?}"
     );
 }
+
+/// A tamper that cannot do what it says (add a field the receipt already
+/// has, remove one it lacks) fails at its step with what went wrong, never
+/// a silent replace that would test something else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_tamper_that_cannot_apply_fails_at_its_step_saying_why() {
+    const ID: &str = "rc/015-receipt-fields-added-or-removed";
+    let catalogue = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let text = std::fs::read_to_string(catalogue.join(format!("{ID}.json"))).unwrap();
+    for (step, tamper, says) in [
+        (
+            2,
+            serde_json::json!({"op": "add", "pointer": "/seal", "value": "x"}),
+            "tamper `add` at `/seal`: the receipt the host issued already has that field; use `replace`",
+        ),
+        (
+            6,
+            serde_json::json!({"op": "remove", "pointer": "/authorization"}),
+            "tamper `remove` at `/authorization`: the receipt the host issued has no such field",
+        ),
+    ] {
+        let mut value: Value = serde_json::from_str(&text).unwrap();
+        value["steps"][step]["consume_receipt"]["tamper"] = tamper;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join(format!("{ID}.json"));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, value.to_string()).unwrap();
+        // A negative scenario's control must be in the catalogue too.
+        let control = "rc/001-receipt-admits-one-child.json";
+        std::fs::copy(catalogue.join(control), dir.path().join(control)).unwrap();
+        let report = in_process(dir.path()).await;
+        let r = result(&report, ID);
+        // The runner's convention for a step it cannot build: a failure at that step.
+        assert_eq!(r.verdict, Verdict::Fail);
+        let lines: Vec<String> = r.failures.iter().map(report::failure_line).collect();
+        let at = format!("steps[{step}].consume_receipt");
+        assert!(
+            lines.iter().any(|l| l.contains(&at) && l.contains(says)),
+            "expected `{says}` at {at} in {lines:#?}"
+        );
+        assert_eq!(r.steps_run, step, "the steps before the tamper ran");
+    }
+}

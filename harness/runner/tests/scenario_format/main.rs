@@ -306,3 +306,49 @@ fn the_scenario_fuzz_body_accepts_the_catalogue_and_its_truncations() {
     }
     assert!(refused > 10, "truncated scenarios are refused ({refused})");
 }
+
+#[test]
+fn a_receipt_tamper_says_whether_it_replaces_adds_or_removes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let file = root.join("rc/015-receipt-fields-added-or-removed.json");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let scenario = Scenario::parse(&text, &file).unwrap();
+    scenario.validate(&file).unwrap();
+    // steps[2] adds a field, steps[6] removes one.
+    assert_eq!(value["steps"][2]["consume_receipt"]["tamper"]["op"], "add");
+    assert_eq!(
+        value["steps"][6]["consume_receipt"]["tamper"]["op"],
+        "remove"
+    );
+
+    value["steps"][6]["consume_receipt"]["tamper"]["value"] = serde_json::json!(1);
+    let with_value = Scenario::parse(&value.to_string(), &file).unwrap();
+    let error = with_value.validate(&file).unwrap_err().to_string();
+    assert!(
+        error.contains("steps[6].consume_receipt.tamper.value") && error.contains("takes no value"),
+        "{error}"
+    );
+
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["steps"][2]["consume_receipt"]["tamper"]
+        .as_object_mut()
+        .unwrap()
+        .remove("value");
+    let without_value = Scenario::parse(&value.to_string(), &file).unwrap();
+    let error = without_value.validate(&file).unwrap_err().to_string();
+    assert!(
+        error.contains("steps[2].consume_receipt.tamper.value")
+            && error.contains("`add` tamper needs"),
+        "{error}"
+    );
+
+    value["steps"][2]["consume_receipt"]["tamper"]["op"] = serde_json::json!("move");
+    let error = Scenario::parse(&value.to_string(), &file)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("steps[2].consume_receipt.tamper.op"),
+        "{error}"
+    );
+}
