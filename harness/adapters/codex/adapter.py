@@ -249,6 +249,7 @@ def make_relay(target_base, state):
                 return
             finally:
                 conn.close()
+            data = map_tool_calls(data, offered_mcp_tools(body))
             if thread and b'"spawn_agent"' in data:
                 # the model asked this thread to spawn; whether codex obeyed shows in the items
                 with state.lock:
@@ -400,6 +401,7 @@ class Adapter:
         self.pending = {}  # approval id -> codex request message (live only)
         self.spawned = []  # (parent thread, child thread) seen, in order
         self.store_dir = None
+        self.mcp_servers = []
 
     # -- codex events (reader thread)
 
@@ -512,6 +514,7 @@ class Adapter:
             raise ProtocolError(BAD_VERSION, "this adapter speaks protocol 1.x, not %s" % version)
         env = params.get("environment") or {}
         self.store_dir = env.get("store_dir") or os.environ.get("DELEGATION_STORE_DIR")
+        self.mcp_servers = [m for m in (env.get("mcp_servers") or []) if isinstance(m, dict) and m.get("name")]
         if not self.store_dir:
             raise ProtocolError(INVALID_PARAMS, "no store_dir")
         os.makedirs(self.store_dir, exist_ok=True)
@@ -559,9 +562,10 @@ class Adapter:
         return real
 
     def start(self, p):
-        if p.get("tools"):
-            raise ProtocolError(UNSUPPORTED_OPTION, "tools: codex exposes every tool of a configured MCP server "
-                                "and binds none by digest; it cannot seal the named tools")
+        # codex cannot seal a tool by digest, but it can restrict a thread to MCP tools by name
+        # (`mcp_servers.KEY.enabled_tools`, per thread): that restriction is what the adapter
+        # asks for. Drift detection is then codex's own (or its absence): the SD scenarios run.
+        tools = [t for t in (p.get("tools") or []) if isinstance(t, str)]
         if p.get("provider", "harness") != "harness":
             raise ProtocolError(UNSUPPORTED_OPTION, "provider %s: only the harness's model endpoint is configured" % p["provider"])
         mode, policy = codex_sandbox(p["sandbox"])
@@ -569,8 +573,11 @@ class Adapter:
         depth = int(p.get("delegation_depth", 2))
         if isinstance(policy.get("writableRoots"), list):
             policy["writableRoots"] = [self.real_path(r) for r in policy["writableRoots"]]
+        config = {"agents.max_depth": depth}
+        for server in self.mcp_servers:
+            config["mcp_servers.%s.enabled_tools" % server_key(server["name"])] = tools
         params = {"cwd": self.real_path(p["cwd"]), "approvalPolicy": approval, "sandbox": mode,
-                  "config": {"agents.max_depth": depth}}
+                  "config": config}
         answer = self.server.call("thread/start", params)
         if "error" in answer:
             raise ProtocolError(HOST_FAILURE, "codex thread/start: %s" % answer["error"].get("message"))
@@ -580,7 +587,7 @@ class Adapter:
         with self.cond:
             inst = self.state.instance_for_thread(thread)
             inst.update({"role": p.get("role", "lead"), "model": p.get("model", "reference-model"),
-                         "ceiling": ceiling, "policy": policy, "state": "completed"})
+                         "ceiling": ceiling, "policy": policy, "state": "completed", "tools": tools})
             self.state.commit()
         return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
 
@@ -812,6 +819,75 @@ def toml_string(s):
     return json.dumps(s)
 
 
+def server_key(name):
+    """The [mcp_servers.KEY] codex knows a harness MCP server by."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def codex_tool_name(name):
+    """How codex 0.171.0 shows an MCP tool's name to the model (inside namespace `mcp__SERVER`)."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def map_tool_calls(data, offered):
+    """Rewrite the harness model's function calls to MCP tools into codex's own names.
+
+    The harness's endpoint scripts a call by the tool's MCP name (`notes.read`), as a plain
+    function call; codex offers MCP tools inside a namespace `mcp__SERVER` under a sanitised
+    name (`notes_read`). `offered` maps a plain name to (namespace, codex name) for the MCP
+    tools of the request codex made. Only function calls without a namespace whose name is
+    one of those are rewritten; everything else (spawn_agent, built-in tools, unknown tools)
+    passes unchanged. `data` is the endpoint's answer: SSE text or one JSON document.
+    """
+    if not offered or b'"function_call"' not in data:
+        return data
+
+    def fix(value):
+        if isinstance(value, dict):
+            if (value.get("type") == "function_call" and not value.get("namespace")
+                    and isinstance(value.get("name"), str) and codex_tool_name(value["name"]) in offered):
+                namespace, name = offered[codex_tool_name(value["name"])]
+                value["namespace"] = namespace
+                value["name"] = name
+            for v in value.values():
+                fix(v)
+        elif isinstance(value, list):
+            for v in value:
+                fix(v)
+        return value
+
+    text = data.decode("utf-8")
+    if text.lstrip().startswith("{"):
+        try:
+            return json.dumps(fix(json.loads(text))).encode()
+        except ValueError:
+            return data
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("data:"):
+            try:
+                line = "data: " + json.dumps(fix(json.loads(line[5:])))
+            except ValueError:
+                pass
+        out.append(line)
+    return "\n".join(out).encode()
+
+
+def offered_mcp_tools(body):
+    """{plain name: (namespace, codex name)} for the MCP tools in a Responses request body."""
+    try:
+        tools = json.loads(body).get("tools") or []
+    except (ValueError, AttributeError):
+        return {}
+    offered = {}
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and str(tool.get("name", "")).startswith("mcp__"):
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    offered[inner["name"]] = (tool["name"], inner["name"])
+    return offered
+
+
 def codex_config(base_url, mcp_servers):
     lines = [
         "# written by the delegation-harness codex adapter; regenerated at every start",
@@ -836,7 +912,7 @@ def codex_config(base_url, mcp_servers):
         "",
     ]
     for server in mcp_servers:
-        name = "".join(c if c.isalnum() or c in "_-" else "_" for c in server["name"])
+        name = server_key(server["name"])
         lines += ["[mcp_servers.%s]" % name, "url = %s" % toml_string(server["url"]), ""]
     return "\n".join(lines)
 

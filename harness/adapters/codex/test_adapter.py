@@ -141,9 +141,24 @@ class Mapping(unittest.TestCase):
         self.assertEqual(start["config"], {"agents.max_depth": 1})
         self.assertTrue(start["cwd"].endswith("/fs/w/repo"))
 
+    def test_start_restricts_mcp_tools_by_name(self):
+        # codex cannot seal by digest but can limit a thread to named MCP tools: the adapter asks
+        # for exactly the named tools (none when none are named) on every harness MCP server.
+        self.d.call("initialize", {"protocol_version": "1.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "store_dir": self.d.store, "clock": "harness",
+            "mcp_servers": [{"name": "harness", "url": "http://127.0.0.1:9/mcp"}]}})
+        result = self.d.call("instance/start", dict(START, tools=["notes.read"]))["result"]
+        self.assertEqual(result["outcome"], "ok")
+        self.assertEqual(result["effective"]["tools"], {})
+        self.d.call("instance/start", START)
+        starts = [m["params"] for m in self.d.sent() if m.get("method") == "thread/start"]
+        self.assertEqual(starts[0]["config"], {"agents.max_depth": 1,
+                                               "mcp_servers.harness.enabled_tools": ["notes.read"]})
+        self.assertEqual(starts[1]["config"]["mcp_servers.harness.enabled_tools"], [])
+
     def test_options_codex_lacks_are_32001(self):
         for change in ({"approval_policy": {"granular": {"ask": ["shell"]}}},
-                       {"sandbox": {"external": {"name": "vm"}}}, {"tools": ["fs.write"]}):
+                       {"sandbox": {"external": {"name": "vm"}}}):
             params = dict(START, **change)
             self.assertEqual(self.d.call("instance/start", params)["error"]["code"], -32001, change)
         self.assertEqual(self.d.call("host/configure", {"auto_approve": True})["error"]["code"], -32001)
@@ -260,6 +275,43 @@ class Relay(unittest.TestCase):
         relay.server_close()
         server.shutdown()
         server.server_close()
+
+
+class ToolNames(unittest.TestCase):
+    """The relay's rewrite of scripted MCP tool calls into codex's namespaced names."""
+
+    OFFERED_BODY = json.dumps({"tools": [
+        {"type": "function", "name": "exec_command"},
+        {"type": "namespace", "name": "mcp__harness", "tools": [{"type": "function", "name": "notes_read"}]},
+        {"type": "namespace", "name": "multi_agent_v1", "tools": [{"type": "function", "name": "spawn_agent"}]},
+    ]}).encode()
+
+    def test_offered_mcp_tools_only_from_mcp_namespaces(self):
+        self.assertEqual(adapter.offered_mcp_tools(self.OFFERED_BODY),
+                         {"notes_read": ("mcp__harness", "notes_read")})
+        self.assertEqual(adapter.offered_mcp_tools(b"not json"), {})
+
+    def test_sse_function_call_rewritten_others_unchanged(self):
+        offered = adapter.offered_mcp_tools(self.OFFERED_BODY)
+        call = {"type": "function_call", "name": "notes.read", "arguments": "{}", "call_id": "c1"}
+        spawn = {"type": "function_call", "namespace": "multi_agent_v1", "name": "spawn_agent", "arguments": "{}"}
+        unknown = {"type": "function_call", "name": "notes.write", "arguments": "{}"}
+        sse = "".join("event: response.output_item.done\ndata: %s\n\n" % json.dumps({"item": i})
+                      for i in (call, spawn, unknown)).encode()
+        out = adapter.map_tool_calls(sse, offered).decode()
+        items = [json.loads(l[5:])["item"] for l in out.split("\n") if l.startswith("data:")]
+        self.assertEqual(items[0]["namespace"], "mcp__harness")
+        self.assertEqual(items[0]["name"], "notes_read")
+        self.assertEqual(items[0]["call_id"], "c1")
+        self.assertEqual(items[1], spawn)
+        self.assertEqual(items[2], unknown)
+        self.assertTrue(out.startswith("event: response.output_item.done\n"))
+
+    def test_json_answer_rewritten_and_nothing_offered_is_identity(self):
+        offered = adapter.offered_mcp_tools(self.OFFERED_BODY)
+        doc = json.dumps({"output": [{"type": "function_call", "name": "notes.read"}]}).encode()
+        self.assertEqual(json.loads(adapter.map_tool_calls(doc, offered))["output"][0]["namespace"], "mcp__harness")
+        self.assertEqual(adapter.map_tool_calls(doc, {}), doc)
 
 
 if __name__ == "__main__":
