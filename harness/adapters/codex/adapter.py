@@ -40,6 +40,7 @@ NOT_INITIALIZED = -32003
 BAD_VERSION = -32004
 
 TERMINAL = ("closed", "cancelled", "failed")
+MULTI_AGENT_TOOLS = ("spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent")
 
 # Methods of protocol v1 codex has no counterpart for: -32601 (unsupported), see README.
 UNSUPPORTED_METHODS = {
@@ -135,6 +136,7 @@ class State:
         self.by_thread = {}
         self.approvals = {}  # id -> dict (persisted part)
         self.spawn_asked = {}  # thread -> model answers carrying a spawn_agent call (seen by the relay)
+        self.refused_calls = {}  # thread -> {call_id: tool name} codex answered "unsupported call" (seen by the relay)
         if os.path.exists(self.path):
             with open(self.path) as f:
                 data = json.load(f)
@@ -231,6 +233,10 @@ def make_relay(target_base, state):
                        if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
             thread = self.headers.get("thread-id") or self.headers.get("session-id")
             if thread:
+                refused = refused_calls(body)
+                if refused:
+                    with state.lock:
+                        state.refused_calls.setdefault(thread, {}).update(refused)
                 inst = state.instance_for_thread(thread)
                 headers["x-delegation-instance"] = inst["id"]
                 headers["x-delegation-role"] = inst.get("role") or "worker"
@@ -606,7 +612,8 @@ class Adapter:
             spawned_before = len(self.spawned)
             approvals_before = set(self.pending)
             self.turns[thread] = {"items": [], "done": False, "turn_id": None,
-                                  "spawn_asked": self.state.spawn_asked.get(thread, 0)}
+                                  "spawn_asked": self.state.spawn_asked.get(thread, 0),
+                                  "refused_before": set(self.state.refused_calls.get(thread, {}))}
         params = {"threadId": thread, "input": [{"type": "text", "text": p.get("input", ""), "text_elements": []}]}
         if inst.get("policy"):
             params["sandboxPolicy"] = inst["policy"]
@@ -684,7 +691,15 @@ class Adapter:
             result["turn"] = {"reply": "model_failed", "detail": error.get("message") or "turn failed"}
         else:
             tool_items = [i for i in items if i.get("type") in ("commandExecution", "mcpToolCall", "fileChange", "dynamicToolCall")]
-            if tool_items:
+            refused = [name for cid, name in self.state.refused_calls.get(thread, {}).items()
+                       if cid not in entry.get("refused_before", set()) and name not in MULTI_AGENT_TOOLS]
+            if not tool_items and refused:
+                # codex's own refusal of a tool the thread is not offered; its name for it is
+                # `unsupported_call` (mapped onto the harness vocabulary in expectations.json)
+                result["turn"] = {"reply": "tool_call", "tool": refused[0]}
+                result["tool_call"] = {"tool": refused[0], "outcome": "denied", "reason": "unsupported_call",
+                                       "detail": "codex answered the model 'unsupported call: %s' and ran nothing" % refused[0]}
+            elif tool_items:
                 item = tool_items[0]
                 tool = {"commandExecution": "exec_command", "fileChange": "apply_patch"}.get(item["type"]) or item.get("tool") or item["type"]
                 ok = item.get("status") in ("completed",)
@@ -871,6 +886,36 @@ def map_tool_calls(data, offered):
                 pass
         out.append(line)
     return "\n".join(out).encode()
+
+
+UNSUPPORTED_CALL = "unsupported call: "
+
+
+def refused_calls(body):
+    """{call_id: tool name} of the calls codex refused as unknown, from a Responses request body.
+
+    When the model calls a tool the thread is not offered (removed from the MCP server, never
+    enabled for it, or withheld), codex runs nothing and sends the model the output
+    "unsupported call: NAME"; app-server shows no item for it, so the request is where the
+    adapter sees codex's refusal.
+    """
+    try:
+        items = json.loads(body).get("input") or []
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(items, list):
+        return {}
+    trailing = []
+    for item in reversed(items):  # only the outputs that end the request: this answer's calls
+        if not (isinstance(item, dict) and item.get("type") == "function_call_output"):
+            break
+        trailing.append(item)
+    refused = {}
+    for item in trailing:
+        if (isinstance(item, dict) and item.get("type") == "function_call_output"
+                and isinstance(item.get("output"), str) and item["output"].startswith(UNSUPPORTED_CALL)):
+            refused[item.get("call_id") or ""] = item["output"][len(UNSUPPORTED_CALL):].strip()
+    return refused
 
 
 def offered_mcp_tools(body):

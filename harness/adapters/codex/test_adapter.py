@@ -313,6 +313,32 @@ class ToolNames(unittest.TestCase):
         self.assertEqual(json.loads(adapter.map_tool_calls(doc, offered))["output"][0]["namespace"], "mcp__harness")
         self.assertEqual(adapter.map_tool_calls(doc, {}), doc)
 
+    def test_refused_calls_only_trailing_unsupported_outputs(self):
+        body = json.dumps({"input": [
+            {"type": "function_call_output", "call_id": "old", "output": "unsupported call: gone.tool"},
+            {"type": "message", "role": "user", "content": "again"},
+            {"type": "function_call", "call_id": "c2", "name": "notes.read"},
+            {"type": "function_call_output", "call_id": "c1", "output": "NOTE-TEXT"},
+            {"type": "function_call_output", "call_id": "c2", "output": "unsupported call: notes.read"},
+        ]}).encode()
+        self.assertEqual(adapter.refused_calls(body), {"c2": "notes.read"})
+        self.assertEqual(adapter.refused_calls(b"{}"), {})
+        self.assertEqual(adapter.refused_calls(b"[1]"), {})
+
+    def test_turn_report_names_a_refused_call_as_denied(self):
+        a = adapter.Adapter()
+        a.state = adapter.State(tempfile.mkdtemp())
+        inst = a.state.new_instance("T1", role="lead")
+        a.state.refused_calls["T1"] = {"old": "notes.read", "c2": "notes.read", "c3": "spawn_agent"}
+        a.turns["T1"] = {"items": [{"type": "agentMessage", "text": "ok"}], "done": True,
+                         "status": "completed", "spawn_asked": 0, "refused_before": {"old"}}
+        result = a._turn_report(inst, "T1", 0, [])
+        self.assertEqual(result["turn"], {"reply": "tool_call", "tool": "notes.read"})
+        self.assertEqual(result["tool_call"]["outcome"], "denied")
+        self.assertEqual(result["tool_call"]["reason"], "unsupported_call")
+        a.turns["T1"]["refused_before"] = {"old", "c2", "c3"}
+        self.assertEqual(a._turn_report(inst, "T1", 0, [])["turn"], {"reply": "message", "text": "ok"})
+
 
 if __name__ == "__main__":
     unittest.main()
