@@ -718,10 +718,13 @@ class Adapter:
         if approval is None:
             return {"outcome": "denied", "reason": "instance_unknown", "detail": "no approval %s" % aid}
         decision = p.get("decision")
+        if approval["state"] != "pending":
+            # codex's request was answered once; app-server takes no second answer to it, so
+            # whatever the decision (allow-exact too) nothing is sent and nothing runs again
+            return {"outcome": "denied", "reason": "event_replayed",
+                    "detail": "approval %s is already %s; codex's request was answered once" % (aid, approval["state"])}
         if decision == "allow-exact":
             raise ProtocolError(UNSUPPORTED_OPTION, "allow-exact: codex's acceptForSession is session-wide, wider than one exact call")
-        if approval["state"] != "pending":
-            return {"outcome": "denied", "reason": "policy_denied", "detail": "approval %s is already %s" % (aid, approval["state"])}
         msg = self.pending.pop(aid, None)
         if msg is None:
             return {"outcome": "denied", "reason": "policy_denied",

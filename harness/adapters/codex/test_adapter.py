@@ -197,7 +197,19 @@ class Mapping(unittest.TestCase):
         approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
         self.assertEqual(approvals[0]["decision"], "deny")
         self.assertEqual(approvals[0]["decided_by"], "person")
+        # a settled request takes no further answer, whatever the decision: refused, nothing sent to codex
+        sent_before = len(self.d.sent())
+        for decision in ("allow", "deny", "allow-exact"):
+            again = self.d.call("approval/answer", {"request": aid, "decision": decision})["result"]
+            self.assertEqual((again["outcome"], again["reason"]), ("denied", "event_replayed"), decision)
+        self.assertEqual(len(self.d.sent()), sent_before)
+
+    def test_allow_exact_on_pending_request_is_32001(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        aid = self.d.call("instance/turn", {"instance": iid, "input": "APPROVE this"})["result"]["tool_call"]["approval"]
         self.assertEqual(self.d.call("approval/answer", {"request": aid, "decision": "allow-exact"})["error"]["code"], -32001)
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual(approvals[0]["state"], "pending")
 
     def test_close_archives_and_codex_refusal_is_terminal(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
