@@ -6,8 +6,9 @@ pinned codex (0.171.0) through its app-server stdio protocol. codex is
 isolated in the store directory (CODEX_HOME with its own config.toml) and
 talks to the harness's model endpoint through a small loopback relay that
 only adds the `x-delegation-instance` / `x-delegation-role` headers, derived
-from the `thread-id` header codex itself sends; bodies and answers pass
-through unchanged, so the endpoint still counts every request.
+from the `thread-id` header codex itself sends; request bodies pass unchanged,
+so the endpoint still counts every request, and in the answers only a scripted
+call to an MCP tool codex offered is renamed to codex's namespaced name.
 
 See README.md beside this file for the mapping, what is unsupported and why,
 and the findings.
