@@ -205,6 +205,7 @@ class State:
             ceiling["delegation_depth"] = max(0, parent["ceiling"]["delegation_depth"] - 1)
             inst["ceiling"] = ceiling
             inst["policy"] = parent.get("policy")
+            inst["tools"] = list(parent.get("tools") or [])
 
     def set_state(self, iid, state):
         with self.lock:
@@ -409,6 +410,7 @@ class Adapter:
         self.spawned = []  # (parent thread, child thread) seen, in order
         self.store_dir = None
         self.mcp_servers = []
+        self.loaded = set()  # threads this codex process knows (started, resumed, forked or spawned here)
 
     # -- codex events (reader thread)
 
@@ -422,6 +424,7 @@ class Adapter:
                 if parent:
                     self.state.instance_for_thread(t["id"], parent_thread=parent,
                                                    role=t.get("agentRole") or None)
+                    self.loaded.add(t["id"])
                     self.spawned.append((parent, t["id"]))
             elif method == "thread/status/changed":
                 status = (params.get("status") or {}).get("type")
@@ -456,6 +459,7 @@ class Adapter:
                     for child in item.get("receiverThreadIds") or []:
                         self.state.instance_for_thread(child, parent_thread=thread)
                         self.spawned.append((thread, child))
+                        self.loaded.add(child)
                 if (item.get("type") == "collabAgentToolCall" and item.get("tool") in ("closeAgent", "resumeAgent")
                         and item.get("status") == "completed"):
                     # the model closed or reopened a child: codex's own lifecycle, reported as is
@@ -580,15 +584,14 @@ class Adapter:
         depth = int(p.get("delegation_depth", 2))
         if isinstance(policy.get("writableRoots"), list):
             policy["writableRoots"] = [self.real_path(r) for r in policy["writableRoots"]]
-        config = {"agents.max_depth": depth}
-        for server in self.mcp_servers:
-            config["mcp_servers.%s.enabled_tools" % server_key(server["name"])] = tools
+        config = self.thread_config({"ceiling": {"delegation_depth": depth}, "tools": tools})
         params = {"cwd": self.real_path(p["cwd"]), "approvalPolicy": approval, "sandbox": mode,
                   "config": config}
         answer = self.server.call("thread/start", params)
         if "error" in answer:
             raise ProtocolError(HOST_FAILURE, "codex thread/start: %s" % answer["error"].get("message"))
         thread = answer["result"]["thread"]["id"]
+        self.loaded.add(thread)
         ceiling = {"sandbox": p["sandbox"], "approval_policy": p["approval_policy"], "tools": {},
                    "cwd": os.path.normpath(p["cwd"]), "provider": "harness", "delegation_depth": depth}
         with self.cond:
@@ -620,6 +623,16 @@ class Adapter:
             params["sandboxPolicy"] = inst["policy"]
         if inst["state"] in TERMINAL:
             log("forwarding a turn to %s although the adapter recorded it %s: codex decides" % (inst["id"], inst["state"]))
+        if thread not in self.loaded:
+            # a thread of an earlier codex process (before a restart): codex loads it again only
+            # through thread/resume, which the adapter gives the sealed ceiling, not the defaults
+            loaded = self.server.call("thread/resume", dict(self.sealed_params(inst), excludeTurns=True))
+            if "error" in loaded:
+                message = loaded["error"].get("message", "")
+                if inst["state"] in TERMINAL:
+                    return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+                raise ProtocolError(HOST_FAILURE, "codex thread/resume before a turn: %s" % message)
+            self.loaded.add(thread)
         answer = self.server.call("turn/start", params)
         if "error" in answer:
             message = answer["error"].get("message", "")
@@ -768,6 +781,23 @@ class Adapter:
         self.state.set_state(inst["id"], "closed")
         return {"outcome": "ok", "instance": inst["id"]}
 
+    def thread_config(self, inst):
+        """The per-thread config of the sealed ceiling: delegation depth and the named MCP tools."""
+        ceiling = inst.get("ceiling") or {}
+        config = {"agents.max_depth": int(ceiling.get("delegation_depth", 0))}
+        for server in self.mcp_servers:
+            config["mcp_servers.%s.enabled_tools" % server_key(server["name"])] = list(inst.get("tools") or [])
+        return config
+
+    def sealed_params(self, inst):
+        """thread/resume and thread/fork parameters that restore the sealed ceiling, not codex's defaults."""
+        params = {"threadId": inst["thread"], "config": self.thread_config(inst)}
+        ceiling = inst.get("ceiling")
+        if ceiling:
+            params["sandbox"] = codex_sandbox(ceiling["sandbox"])[0]
+            params["approvalPolicy"] = codex_approval(ceiling["approval_policy"])
+        return params
+
     def resume(self, p):
         inst, refusal = self._inst(p.get("instance"))
         if refusal:
@@ -775,22 +805,20 @@ class Adapter:
         if inst["state"] in TERMINAL:
             log("forwarding a resume of %s (recorded %s) to codex: codex decides" % (inst["id"], inst["state"]))
         ceiling = inst.get("ceiling") or {}
-        params = {"threadId": inst["thread"], "excludeTurns": True}
-        if ceiling:
-            params["sandbox"] = codex_sandbox(ceiling["sandbox"])[0]
-            params["approvalPolicy"] = codex_approval(ceiling["approval_policy"])
+        params = dict(self.sealed_params(inst), excludeTurns=True)
         answer = self.server.call("thread/resume", params)
         if "error" in answer:
             if inst["state"] in TERMINAL:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
             raise ProtocolError(HOST_FAILURE, "codex thread/resume: %s" % answer["error"].get("message"))
+        self.loaded.add(inst["thread"])
         return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
 
     def fork(self, p):
         inst, refusal = self._inst(p.get("instance"))
         if refusal:
             return refusal
-        answer = self.server.call("thread/fork", {"threadId": inst["thread"]})
+        answer = self.server.call("thread/fork", dict(self.sealed_params(inst), excludeTurns=True))
         if "error" in answer:
             if inst["state"] in TERMINAL:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
@@ -800,7 +828,8 @@ class Adapter:
             new = self.state.instance_for_thread(thread)
             new.update({"parent": inst.get("parent"), "role": inst["role"], "model": inst["model"],
                         "ceiling": inst.get("ceiling"), "policy": inst.get("policy"), "state": "completed",
-                        "forked_from": inst["id"]})
+                        "forked_from": inst["id"], "tools": list(inst.get("tools") or [])})
+            self.loaded.add(thread)
             self.state.commit()
         return {"outcome": "ok", "instance": new["id"], "effective": inst.get("ceiling")}
 

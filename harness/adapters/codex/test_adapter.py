@@ -258,6 +258,42 @@ class Shutdown(unittest.TestCase):
         self.assertNotEqual(new, iid)
         again.close()
 
+    def test_turn_after_restart_reloads_thread_with_sealed_ceiling(self):
+        env = {"protocol_version": "1.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "clock": "harness",
+            "mcp_servers": [{"name": "harness", "url": "http://127.0.0.1:9/mcp"}]}}
+        d = Driver()
+        env["environment"]["store_dir"] = d.store
+        d.call("initialize", env)
+        iid = d.call("instance/start", dict(START, tools=["notes.read"], delegation_depth=0))["result"]["instance"]
+        self.assertFalse([m for m in d.sent() if m.get("method") == "thread/resume"])
+        d.close()
+        again = Driver(store=d.store)
+        again.call("initialize", env)
+        result = again.call("instance/turn", {"instance": iid, "input": "hello"})["result"]
+        self.assertEqual(result["turn"], {"reply": "message", "text": "echo: hello"})
+        methods = [m for m in again.sent() if m.get("method") in ("thread/resume", "turn/start")]
+        self.assertEqual([m["method"] for m in methods], ["thread/resume", "turn/start"])
+        resume = methods[0]["params"]
+        self.assertEqual((resume["sandbox"], resume["approvalPolicy"]), ("workspace-write", "on-request"))
+        self.assertEqual(resume["config"], {"agents.max_depth": 0, "mcp_servers.harness.enabled_tools": ["notes.read"]})
+        again.call("instance/turn", {"instance": iid, "input": "again"})
+        self.assertEqual(len([m for m in again.sent() if m.get("method") == "thread/resume"]), 1)
+        again.close()
+
+    def test_fork_and_resume_carry_the_sealed_ceiling(self):
+        d = Driver()
+        d.initialize()
+        iid = d.call("instance/start", dict(START, approval_policy="never"))["result"]["instance"]
+        fork = d.call("instance/fork", {"instance": iid})["result"]
+        self.assertEqual(fork["effective"]["approval_policy"], "never")
+        d.call("instance/resume", {"instance": iid})
+        for method in ("thread/fork", "thread/resume"):
+            params = [m for m in d.sent() if m.get("method") == method][0]["params"]
+            self.assertEqual((params["sandbox"], params["approvalPolicy"]), ("workspace-write", "never"), method)
+            self.assertEqual(params["config"], {"agents.max_depth": 1}, method)
+        d.close()
+
 
 class Relay(unittest.TestCase):
     def test_relay_adds_instance_header_from_thread_id(self):
