@@ -6,8 +6,9 @@ pinned codex (0.171.0) through its app-server stdio protocol. codex is
 isolated in the store directory (CODEX_HOME with its own config.toml) and
 talks to the harness's model endpoint through a small loopback relay that
 only adds the `x-delegation-instance` / `x-delegation-role` headers, derived
-from the `thread-id` header codex itself sends; bodies and answers pass
-through unchanged, so the endpoint still counts every request.
+from the `thread-id` header codex itself sends; request bodies pass unchanged,
+so the endpoint still counts every request, and in the answers only a scripted
+call to an MCP tool codex offered is renamed to codex's namespaced name.
 
 See README.md beside this file for the mapping, what is unsupported and why,
 and the findings.
@@ -40,6 +41,7 @@ NOT_INITIALIZED = -32003
 BAD_VERSION = -32004
 
 TERMINAL = ("closed", "cancelled", "failed")
+MULTI_AGENT_TOOLS = ("spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent")
 
 # Methods of protocol v1 codex has no counterpart for: -32601 (unsupported), see README.
 UNSUPPORTED_METHODS = {
@@ -135,6 +137,7 @@ class State:
         self.by_thread = {}
         self.approvals = {}  # id -> dict (persisted part)
         self.spawn_asked = {}  # thread -> model answers carrying a spawn_agent call (seen by the relay)
+        self.refused_calls = {}  # thread -> {call_id: tool name} codex answered "unsupported call" (seen by the relay)
         if os.path.exists(self.path):
             with open(self.path) as f:
                 data = json.load(f)
@@ -202,6 +205,7 @@ class State:
             ceiling["delegation_depth"] = max(0, parent["ceiling"]["delegation_depth"] - 1)
             inst["ceiling"] = ceiling
             inst["policy"] = parent.get("policy")
+            inst["tools"] = list(parent.get("tools") or [])
 
     def set_state(self, iid, state):
         with self.lock:
@@ -231,6 +235,10 @@ def make_relay(target_base, state):
                        if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
             thread = self.headers.get("thread-id") or self.headers.get("session-id")
             if thread:
+                refused = refused_calls(body)
+                if refused:
+                    with state.lock:
+                        state.refused_calls.setdefault(thread, {}).update(refused)
                 inst = state.instance_for_thread(thread)
                 headers["x-delegation-instance"] = inst["id"]
                 headers["x-delegation-role"] = inst.get("role") or "worker"
@@ -249,6 +257,7 @@ def make_relay(target_base, state):
                 return
             finally:
                 conn.close()
+            data = map_tool_calls(data, offered_mcp_tools(body))
             if thread and b'"spawn_agent"' in data:
                 # the model asked this thread to spawn; whether codex obeyed shows in the items
                 with state.lock:
@@ -400,6 +409,8 @@ class Adapter:
         self.pending = {}  # approval id -> codex request message (live only)
         self.spawned = []  # (parent thread, child thread) seen, in order
         self.store_dir = None
+        self.mcp_servers = []
+        self.loaded = set()  # threads this codex process knows (started, resumed, forked or spawned here)
 
     # -- codex events (reader thread)
 
@@ -413,6 +424,7 @@ class Adapter:
                 if parent:
                     self.state.instance_for_thread(t["id"], parent_thread=parent,
                                                    role=t.get("agentRole") or None)
+                    self.loaded.add(t["id"])
                     self.spawned.append((parent, t["id"]))
             elif method == "thread/status/changed":
                 status = (params.get("status") or {}).get("type")
@@ -447,6 +459,7 @@ class Adapter:
                     for child in item.get("receiverThreadIds") or []:
                         self.state.instance_for_thread(child, parent_thread=thread)
                         self.spawned.append((thread, child))
+                        self.loaded.add(child)
                 if (item.get("type") == "collabAgentToolCall" and item.get("tool") in ("closeAgent", "resumeAgent")
                         and item.get("status") == "completed"):
                     # the model closed or reopened a child: codex's own lifecycle, reported as is
@@ -512,6 +525,7 @@ class Adapter:
             raise ProtocolError(BAD_VERSION, "this adapter speaks protocol 1.x, not %s" % version)
         env = params.get("environment") or {}
         self.store_dir = env.get("store_dir") or os.environ.get("DELEGATION_STORE_DIR")
+        self.mcp_servers = [m for m in (env.get("mcp_servers") or []) if isinstance(m, dict) and m.get("name")]
         if not self.store_dir:
             raise ProtocolError(INVALID_PARAMS, "no store_dir")
         os.makedirs(self.store_dir, exist_ok=True)
@@ -559,9 +573,10 @@ class Adapter:
         return real
 
     def start(self, p):
-        if p.get("tools"):
-            raise ProtocolError(UNSUPPORTED_OPTION, "tools: codex exposes every tool of a configured MCP server "
-                                "and binds none by digest; it cannot seal the named tools")
+        # codex cannot seal a tool by digest, but it can restrict a thread to MCP tools by name
+        # (`mcp_servers.KEY.enabled_tools`, per thread): that restriction is what the adapter
+        # asks for. Drift detection is then codex's own (or its absence): the SD scenarios run.
+        tools = [t for t in (p.get("tools") or []) if isinstance(t, str)]
         if p.get("provider", "harness") != "harness":
             raise ProtocolError(UNSUPPORTED_OPTION, "provider %s: only the harness's model endpoint is configured" % p["provider"])
         mode, policy = codex_sandbox(p["sandbox"])
@@ -569,18 +584,20 @@ class Adapter:
         depth = int(p.get("delegation_depth", 2))
         if isinstance(policy.get("writableRoots"), list):
             policy["writableRoots"] = [self.real_path(r) for r in policy["writableRoots"]]
+        config = self.thread_config({"ceiling": {"delegation_depth": depth}, "tools": tools})
         params = {"cwd": self.real_path(p["cwd"]), "approvalPolicy": approval, "sandbox": mode,
-                  "config": {"agents.max_depth": depth}}
+                  "config": config}
         answer = self.server.call("thread/start", params)
         if "error" in answer:
             raise ProtocolError(HOST_FAILURE, "codex thread/start: %s" % answer["error"].get("message"))
         thread = answer["result"]["thread"]["id"]
+        self.loaded.add(thread)
         ceiling = {"sandbox": p["sandbox"], "approval_policy": p["approval_policy"], "tools": {},
                    "cwd": os.path.normpath(p["cwd"]), "provider": "harness", "delegation_depth": depth}
         with self.cond:
             inst = self.state.instance_for_thread(thread)
             inst.update({"role": p.get("role", "lead"), "model": p.get("model", "reference-model"),
-                         "ceiling": ceiling, "policy": policy, "state": "completed"})
+                         "ceiling": ceiling, "policy": policy, "state": "completed", "tools": tools})
             self.state.commit()
         return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
 
@@ -599,12 +616,23 @@ class Adapter:
             spawned_before = len(self.spawned)
             approvals_before = set(self.pending)
             self.turns[thread] = {"items": [], "done": False, "turn_id": None,
-                                  "spawn_asked": self.state.spawn_asked.get(thread, 0)}
+                                  "spawn_asked": self.state.spawn_asked.get(thread, 0),
+                                  "refused_before": set(self.state.refused_calls.get(thread, {}))}
         params = {"threadId": thread, "input": [{"type": "text", "text": p.get("input", ""), "text_elements": []}]}
         if inst.get("policy"):
             params["sandboxPolicy"] = inst["policy"]
         if inst["state"] in TERMINAL:
             log("forwarding a turn to %s although the adapter recorded it %s: codex decides" % (inst["id"], inst["state"]))
+        if thread not in self.loaded:
+            # a thread of an earlier codex process (before a restart): codex loads it again only
+            # through thread/resume, which the adapter gives the sealed ceiling, not the defaults
+            loaded = self.server.call("thread/resume", dict(self.sealed_params(inst), excludeTurns=True))
+            if "error" in loaded:
+                message = loaded["error"].get("message", "")
+                if inst["state"] in TERMINAL:
+                    return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+                raise ProtocolError(HOST_FAILURE, "codex thread/resume before a turn: %s" % message)
+            self.loaded.add(thread)
         answer = self.server.call("turn/start", params)
         if "error" in answer:
             message = answer["error"].get("message", "")
@@ -677,7 +705,15 @@ class Adapter:
             result["turn"] = {"reply": "model_failed", "detail": error.get("message") or "turn failed"}
         else:
             tool_items = [i for i in items if i.get("type") in ("commandExecution", "mcpToolCall", "fileChange", "dynamicToolCall")]
-            if tool_items:
+            refused = [name for cid, name in self.state.refused_calls.get(thread, {}).items()
+                       if cid not in entry.get("refused_before", set()) and name not in MULTI_AGENT_TOOLS]
+            if not tool_items and refused:
+                # codex's own refusal of a tool the thread is not offered; its name for it is
+                # `unsupported_call` (mapped onto the harness vocabulary in expectations.json)
+                result["turn"] = {"reply": "tool_call", "tool": refused[0]}
+                result["tool_call"] = {"tool": refused[0], "outcome": "denied", "reason": "unsupported_call",
+                                       "detail": "codex answered the model 'unsupported call: %s' and ran nothing" % refused[0]}
+            elif tool_items:
                 item = tool_items[0]
                 tool = {"commandExecution": "exec_command", "fileChange": "apply_patch"}.get(item["type"]) or item.get("tool") or item["type"]
                 ok = item.get("status") in ("completed",)
@@ -696,10 +732,13 @@ class Adapter:
         if approval is None:
             return {"outcome": "denied", "reason": "instance_unknown", "detail": "no approval %s" % aid}
         decision = p.get("decision")
+        if approval["state"] != "pending":
+            # codex's request was answered once; app-server takes no second answer to it, so
+            # whatever the decision (allow-exact too) nothing is sent and nothing runs again
+            return {"outcome": "denied", "reason": "event_replayed",
+                    "detail": "approval %s is already %s; codex's request was answered once" % (aid, approval["state"])}
         if decision == "allow-exact":
             raise ProtocolError(UNSUPPORTED_OPTION, "allow-exact: codex's acceptForSession is session-wide, wider than one exact call")
-        if approval["state"] != "pending":
-            return {"outcome": "denied", "reason": "policy_denied", "detail": "approval %s is already %s" % (aid, approval["state"])}
         msg = self.pending.pop(aid, None)
         if msg is None:
             return {"outcome": "denied", "reason": "policy_denied",
@@ -742,6 +781,23 @@ class Adapter:
         self.state.set_state(inst["id"], "closed")
         return {"outcome": "ok", "instance": inst["id"]}
 
+    def thread_config(self, inst):
+        """The per-thread config of the sealed ceiling: delegation depth and the named MCP tools."""
+        ceiling = inst.get("ceiling") or {}
+        config = {"agents.max_depth": int(ceiling.get("delegation_depth", 0))}
+        for server in self.mcp_servers:
+            config["mcp_servers.%s.enabled_tools" % server_key(server["name"])] = list(inst.get("tools") or [])
+        return config
+
+    def sealed_params(self, inst):
+        """thread/resume and thread/fork parameters that restore the sealed ceiling, not codex's defaults."""
+        params = {"threadId": inst["thread"], "config": self.thread_config(inst)}
+        ceiling = inst.get("ceiling")
+        if ceiling:
+            params["sandbox"] = codex_sandbox(ceiling["sandbox"])[0]
+            params["approvalPolicy"] = codex_approval(ceiling["approval_policy"])
+        return params
+
     def resume(self, p):
         inst, refusal = self._inst(p.get("instance"))
         if refusal:
@@ -749,22 +805,20 @@ class Adapter:
         if inst["state"] in TERMINAL:
             log("forwarding a resume of %s (recorded %s) to codex: codex decides" % (inst["id"], inst["state"]))
         ceiling = inst.get("ceiling") or {}
-        params = {"threadId": inst["thread"], "excludeTurns": True}
-        if ceiling:
-            params["sandbox"] = codex_sandbox(ceiling["sandbox"])[0]
-            params["approvalPolicy"] = codex_approval(ceiling["approval_policy"])
+        params = dict(self.sealed_params(inst), excludeTurns=True)
         answer = self.server.call("thread/resume", params)
         if "error" in answer:
             if inst["state"] in TERMINAL:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
             raise ProtocolError(HOST_FAILURE, "codex thread/resume: %s" % answer["error"].get("message"))
+        self.loaded.add(inst["thread"])
         return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
 
     def fork(self, p):
         inst, refusal = self._inst(p.get("instance"))
         if refusal:
             return refusal
-        answer = self.server.call("thread/fork", {"threadId": inst["thread"]})
+        answer = self.server.call("thread/fork", dict(self.sealed_params(inst), excludeTurns=True))
         if "error" in answer:
             if inst["state"] in TERMINAL:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
@@ -774,7 +828,8 @@ class Adapter:
             new = self.state.instance_for_thread(thread)
             new.update({"parent": inst.get("parent"), "role": inst["role"], "model": inst["model"],
                         "ceiling": inst.get("ceiling"), "policy": inst.get("policy"), "state": "completed",
-                        "forked_from": inst["id"]})
+                        "forked_from": inst["id"], "tools": list(inst.get("tools") or [])})
+            self.loaded.add(thread)
             self.state.commit()
         return {"outcome": "ok", "instance": new["id"], "effective": inst.get("ceiling")}
 
@@ -812,6 +867,105 @@ def toml_string(s):
     return json.dumps(s)
 
 
+def server_key(name):
+    """The [mcp_servers.KEY] codex knows a harness MCP server by."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def codex_tool_name(name):
+    """How codex 0.171.0 shows an MCP tool's name to the model (inside namespace `mcp__SERVER`)."""
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def map_tool_calls(data, offered):
+    """Rewrite the harness model's function calls to MCP tools into codex's own names.
+
+    The harness's endpoint scripts a call by the tool's MCP name (`notes.read`), as a plain
+    function call; codex offers MCP tools inside a namespace `mcp__SERVER` under a sanitised
+    name (`notes_read`). `offered` maps a plain name to (namespace, codex name) for the MCP
+    tools of the request codex made. Only function calls without a namespace whose name is
+    one of those are rewritten; everything else (spawn_agent, built-in tools, unknown tools)
+    passes unchanged. `data` is the endpoint's answer: SSE text or one JSON document.
+    """
+    if not offered or b'"function_call"' not in data:
+        return data
+
+    def fix(value):
+        if isinstance(value, dict):
+            if (value.get("type") == "function_call" and not value.get("namespace")
+                    and isinstance(value.get("name"), str) and codex_tool_name(value["name"]) in offered):
+                namespace, name = offered[codex_tool_name(value["name"])]
+                value["namespace"] = namespace
+                value["name"] = name
+            for v in value.values():
+                fix(v)
+        elif isinstance(value, list):
+            for v in value:
+                fix(v)
+        return value
+
+    text = data.decode("utf-8")
+    if text.lstrip().startswith("{"):
+        try:
+            return json.dumps(fix(json.loads(text))).encode()
+        except ValueError:
+            return data
+    out = []
+    for line in text.split("\n"):
+        if line.startswith("data:"):
+            try:
+                line = "data: " + json.dumps(fix(json.loads(line[5:])))
+            except ValueError:
+                pass
+        out.append(line)
+    return "\n".join(out).encode()
+
+
+UNSUPPORTED_CALL = "unsupported call: "
+
+
+def refused_calls(body):
+    """{call_id: tool name} of the calls codex refused as unknown, from a Responses request body.
+
+    When the model calls a tool the thread is not offered (removed from the MCP server, never
+    enabled for it, or withheld), codex runs nothing and sends the model the output
+    "unsupported call: NAME"; app-server shows no item for it, so the request is where the
+    adapter sees codex's refusal.
+    """
+    try:
+        items = json.loads(body).get("input") or []
+    except (ValueError, AttributeError):
+        return {}
+    if not isinstance(items, list):
+        return {}
+    trailing = []
+    for item in reversed(items):  # only the outputs that end the request: this answer's calls
+        if not (isinstance(item, dict) and item.get("type") == "function_call_output"):
+            break
+        trailing.append(item)
+    refused = {}
+    for item in trailing:
+        if (isinstance(item, dict) and item.get("type") == "function_call_output"
+                and isinstance(item.get("output"), str) and item["output"].startswith(UNSUPPORTED_CALL)):
+            refused[item.get("call_id") or ""] = item["output"][len(UNSUPPORTED_CALL):].strip()
+    return refused
+
+
+def offered_mcp_tools(body):
+    """{plain name: (namespace, codex name)} for the MCP tools in a Responses request body."""
+    try:
+        tools = json.loads(body).get("tools") or []
+    except (ValueError, AttributeError):
+        return {}
+    offered = {}
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and str(tool.get("name", "")).startswith("mcp__"):
+            for inner in tool.get("tools") or []:
+                if isinstance(inner, dict) and inner.get("name"):
+                    offered[inner["name"]] = (tool["name"], inner["name"])
+    return offered
+
+
 def codex_config(base_url, mcp_servers):
     lines = [
         "# written by the delegation-harness codex adapter; regenerated at every start",
@@ -836,7 +990,7 @@ def codex_config(base_url, mcp_servers):
         "",
     ]
     for server in mcp_servers:
-        name = "".join(c if c.isalnum() or c in "_-" else "_" for c in server["name"])
+        name = server_key(server["name"])
         lines += ["[mcp_servers.%s]" % name, "url = %s" % toml_string(server["url"]), ""]
     return "\n".join(lines)
 

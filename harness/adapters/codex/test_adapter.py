@@ -141,9 +141,24 @@ class Mapping(unittest.TestCase):
         self.assertEqual(start["config"], {"agents.max_depth": 1})
         self.assertTrue(start["cwd"].endswith("/fs/w/repo"))
 
+    def test_start_restricts_mcp_tools_by_name(self):
+        # codex cannot seal by digest but can limit a thread to named MCP tools: the adapter asks
+        # for exactly the named tools (none when none are named) on every harness MCP server.
+        self.d.call("initialize", {"protocol_version": "1.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "store_dir": self.d.store, "clock": "harness",
+            "mcp_servers": [{"name": "harness", "url": "http://127.0.0.1:9/mcp"}]}})
+        result = self.d.call("instance/start", dict(START, tools=["notes.read"]))["result"]
+        self.assertEqual(result["outcome"], "ok")
+        self.assertEqual(result["effective"]["tools"], {})
+        self.d.call("instance/start", START)
+        starts = [m["params"] for m in self.d.sent() if m.get("method") == "thread/start"]
+        self.assertEqual(starts[0]["config"], {"agents.max_depth": 1,
+                                               "mcp_servers.harness.enabled_tools": ["notes.read"]})
+        self.assertEqual(starts[1]["config"]["mcp_servers.harness.enabled_tools"], [])
+
     def test_options_codex_lacks_are_32001(self):
         for change in ({"approval_policy": {"granular": {"ask": ["shell"]}}},
-                       {"sandbox": {"external": {"name": "vm"}}}, {"tools": ["fs.write"]}):
+                       {"sandbox": {"external": {"name": "vm"}}}):
             params = dict(START, **change)
             self.assertEqual(self.d.call("instance/start", params)["error"]["code"], -32001, change)
         self.assertEqual(self.d.call("host/configure", {"auto_approve": True})["error"]["code"], -32001)
@@ -182,7 +197,19 @@ class Mapping(unittest.TestCase):
         approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
         self.assertEqual(approvals[0]["decision"], "deny")
         self.assertEqual(approvals[0]["decided_by"], "person")
+        # a settled request takes no further answer, whatever the decision: refused, nothing sent to codex
+        sent_before = len(self.d.sent())
+        for decision in ("allow", "deny", "allow-exact"):
+            again = self.d.call("approval/answer", {"request": aid, "decision": decision})["result"]
+            self.assertEqual((again["outcome"], again["reason"]), ("denied", "event_replayed"), decision)
+        self.assertEqual(len(self.d.sent()), sent_before)
+
+    def test_allow_exact_on_pending_request_is_32001(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        aid = self.d.call("instance/turn", {"instance": iid, "input": "APPROVE this"})["result"]["tool_call"]["approval"]
         self.assertEqual(self.d.call("approval/answer", {"request": aid, "decision": "allow-exact"})["error"]["code"], -32001)
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual(approvals[0]["state"], "pending")
 
     def test_close_archives_and_codex_refusal_is_terminal(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
@@ -231,6 +258,42 @@ class Shutdown(unittest.TestCase):
         self.assertNotEqual(new, iid)
         again.close()
 
+    def test_turn_after_restart_reloads_thread_with_sealed_ceiling(self):
+        env = {"protocol_version": "1.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "clock": "harness",
+            "mcp_servers": [{"name": "harness", "url": "http://127.0.0.1:9/mcp"}]}}
+        d = Driver()
+        env["environment"]["store_dir"] = d.store
+        d.call("initialize", env)
+        iid = d.call("instance/start", dict(START, tools=["notes.read"], delegation_depth=0))["result"]["instance"]
+        self.assertFalse([m for m in d.sent() if m.get("method") == "thread/resume"])
+        d.close()
+        again = Driver(store=d.store)
+        again.call("initialize", env)
+        result = again.call("instance/turn", {"instance": iid, "input": "hello"})["result"]
+        self.assertEqual(result["turn"], {"reply": "message", "text": "echo: hello"})
+        methods = [m for m in again.sent() if m.get("method") in ("thread/resume", "turn/start")]
+        self.assertEqual([m["method"] for m in methods], ["thread/resume", "turn/start"])
+        resume = methods[0]["params"]
+        self.assertEqual((resume["sandbox"], resume["approvalPolicy"]), ("workspace-write", "on-request"))
+        self.assertEqual(resume["config"], {"agents.max_depth": 0, "mcp_servers.harness.enabled_tools": ["notes.read"]})
+        again.call("instance/turn", {"instance": iid, "input": "again"})
+        self.assertEqual(len([m for m in again.sent() if m.get("method") == "thread/resume"]), 1)
+        again.close()
+
+    def test_fork_and_resume_carry_the_sealed_ceiling(self):
+        d = Driver()
+        d.initialize()
+        iid = d.call("instance/start", dict(START, approval_policy="never"))["result"]["instance"]
+        fork = d.call("instance/fork", {"instance": iid})["result"]
+        self.assertEqual(fork["effective"]["approval_policy"], "never")
+        d.call("instance/resume", {"instance": iid})
+        for method in ("thread/fork", "thread/resume"):
+            params = [m for m in d.sent() if m.get("method") == method][0]["params"]
+            self.assertEqual((params["sandbox"], params["approvalPolicy"]), ("workspace-write", "never"), method)
+            self.assertEqual(params["config"], {"agents.max_depth": 1}, method)
+        d.close()
+
 
 class Relay(unittest.TestCase):
     def test_relay_adds_instance_header_from_thread_id(self):
@@ -260,6 +323,69 @@ class Relay(unittest.TestCase):
         relay.server_close()
         server.shutdown()
         server.server_close()
+
+
+class ToolNames(unittest.TestCase):
+    """The relay's rewrite of scripted MCP tool calls into codex's namespaced names."""
+
+    OFFERED_BODY = json.dumps({"tools": [
+        {"type": "function", "name": "exec_command"},
+        {"type": "namespace", "name": "mcp__harness", "tools": [{"type": "function", "name": "notes_read"}]},
+        {"type": "namespace", "name": "multi_agent_v1", "tools": [{"type": "function", "name": "spawn_agent"}]},
+    ]}).encode()
+
+    def test_offered_mcp_tools_only_from_mcp_namespaces(self):
+        self.assertEqual(adapter.offered_mcp_tools(self.OFFERED_BODY),
+                         {"notes_read": ("mcp__harness", "notes_read")})
+        self.assertEqual(adapter.offered_mcp_tools(b"not json"), {})
+
+    def test_sse_function_call_rewritten_others_unchanged(self):
+        offered = adapter.offered_mcp_tools(self.OFFERED_BODY)
+        call = {"type": "function_call", "name": "notes.read", "arguments": "{}", "call_id": "c1"}
+        spawn = {"type": "function_call", "namespace": "multi_agent_v1", "name": "spawn_agent", "arguments": "{}"}
+        unknown = {"type": "function_call", "name": "notes.write", "arguments": "{}"}
+        sse = "".join("event: response.output_item.done\ndata: %s\n\n" % json.dumps({"item": i})
+                      for i in (call, spawn, unknown)).encode()
+        out = adapter.map_tool_calls(sse, offered).decode()
+        items = [json.loads(l[5:])["item"] for l in out.split("\n") if l.startswith("data:")]
+        self.assertEqual(items[0]["namespace"], "mcp__harness")
+        self.assertEqual(items[0]["name"], "notes_read")
+        self.assertEqual(items[0]["call_id"], "c1")
+        self.assertEqual(items[1], spawn)
+        self.assertEqual(items[2], unknown)
+        self.assertTrue(out.startswith("event: response.output_item.done\n"))
+
+    def test_json_answer_rewritten_and_nothing_offered_is_identity(self):
+        offered = adapter.offered_mcp_tools(self.OFFERED_BODY)
+        doc = json.dumps({"output": [{"type": "function_call", "name": "notes.read"}]}).encode()
+        self.assertEqual(json.loads(adapter.map_tool_calls(doc, offered))["output"][0]["namespace"], "mcp__harness")
+        self.assertEqual(adapter.map_tool_calls(doc, {}), doc)
+
+    def test_refused_calls_only_trailing_unsupported_outputs(self):
+        body = json.dumps({"input": [
+            {"type": "function_call_output", "call_id": "old", "output": "unsupported call: gone.tool"},
+            {"type": "message", "role": "user", "content": "again"},
+            {"type": "function_call", "call_id": "c2", "name": "notes.read"},
+            {"type": "function_call_output", "call_id": "c1", "output": "NOTE-TEXT"},
+            {"type": "function_call_output", "call_id": "c2", "output": "unsupported call: notes.read"},
+        ]}).encode()
+        self.assertEqual(adapter.refused_calls(body), {"c2": "notes.read"})
+        self.assertEqual(adapter.refused_calls(b"{}"), {})
+        self.assertEqual(adapter.refused_calls(b"[1]"), {})
+
+    def test_turn_report_names_a_refused_call_as_denied(self):
+        a = adapter.Adapter()
+        a.state = adapter.State(tempfile.mkdtemp())
+        inst = a.state.new_instance("T1", role="lead")
+        a.state.refused_calls["T1"] = {"old": "notes.read", "c2": "notes.read", "c3": "spawn_agent"}
+        a.turns["T1"] = {"items": [{"type": "agentMessage", "text": "ok"}], "done": True,
+                         "status": "completed", "spawn_asked": 0, "refused_before": {"old"}}
+        result = a._turn_report(inst, "T1", 0, [])
+        self.assertEqual(result["turn"], {"reply": "tool_call", "tool": "notes.read"})
+        self.assertEqual(result["tool_call"]["outcome"], "denied")
+        self.assertEqual(result["tool_call"]["reason"], "unsupported_call")
+        a.turns["T1"]["refused_before"] = {"old", "c2", "c3"}
+        self.assertEqual(a._turn_report(inst, "T1", 0, [])["turn"], {"reply": "message", "text": "ok"})
 
 
 if __name__ == "__main__":
