@@ -159,7 +159,11 @@ pub struct Summary {
     pub fail: usize,
     pub inconclusive: usize,
     pub unsupported: usize,
+    /// Listed `fail` or `error` entries that ended as listed.
     pub known_failure: usize,
+    /// Listed `unsupported` entries that ended as listed: capabilities the
+    /// host says it lacks, counted apart so they never read as violations.
+    pub known_unsupported: usize,
     /// MUST-tier known failures: known security violations.
     pub known_security_violations: usize,
     pub stale: usize,
@@ -178,8 +182,14 @@ impl Summary {
                 Verdict::Fail => s.fail += 1,
                 Verdict::Inconclusive { .. } => s.inconclusive += 1,
                 Verdict::Unsupported { .. } => s.unsupported += 1,
-                Verdict::KnownFailure { security, .. } => {
-                    s.known_failure += 1;
+                Verdict::KnownFailure {
+                    security, expected, ..
+                } => {
+                    if expected == "unsupported" {
+                        s.known_unsupported += 1;
+                    } else {
+                        s.known_failure += 1;
+                    }
                     s.known_security_violations += *security as usize;
                 }
                 Verdict::Stale { .. } => s.stale += 1,

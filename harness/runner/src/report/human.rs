@@ -150,7 +150,7 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         format!("{GREEN}PASSED{RESET}")
     };
     format!(
-        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations)",
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported",
         s.total,
         s.pass,
         s.fail,
@@ -159,7 +159,8 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         s.inconclusive,
         s.unsupported,
         s.known_failure,
-        s.known_security_violations
+        s.known_security_violations,
+        s.known_unsupported
     )
 }
 

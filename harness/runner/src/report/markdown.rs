@@ -46,7 +46,7 @@ impl Reporter for MarkdownReporter {
         }
         let _ = writeln!(
             out,
-            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) |\n|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) |\n",
+            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported |\n|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} |\n",
             s.pass,
             s.fail,
             s.error,
@@ -54,7 +54,8 @@ impl Reporter for MarkdownReporter {
             s.inconclusive,
             s.unsupported,
             s.known_failure,
-            s.known_security_violations
+            s.known_security_violations,
+            s.known_unsupported
         );
         let _ = writeln!(
             out,
