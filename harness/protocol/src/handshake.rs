@@ -85,6 +85,11 @@ pub mod capability {
     pub const WORKTREES: &str = "worktrees";
     pub const OTHER_PROVIDERS: &str = "other-providers";
     pub const FULL_ACCESS_CHILDREN: &str = "full-access-children";
+    /// The host's model-facing delegation tool takes the requested authority
+    /// (sandbox, approval policy, cwd, target, tools) from the model's call.
+    /// Without it a spawn reaches the host as a role and a task only, so a
+    /// scenario whose point is a refused authority request cannot ask.
+    pub const SPAWN_AUTHORITY: &str = "spawn-authority";
 
     /// Capabilities that are a way to more authority: scenarios needing them
     /// still run against a host without them, and check that it refuses.
@@ -115,5 +120,6 @@ pub mod capability {
         WORKTREES,
         OTHER_PROVIDERS,
         FULL_ACCESS_CHILDREN,
+        SPAWN_AUTHORITY,
     ];
 }

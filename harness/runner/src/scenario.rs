@@ -876,6 +876,34 @@ impl Scenario {
                 ));
             }
         }
+        // A spawn refused for what it asked for says nothing about a host
+        // whose delegation tool cannot carry the request.
+        if let Some(i) = self.steps.iter().position(|s| {
+            matches!(s.action, StepAction::Turn(_))
+                && s.expect
+                    .as_ref()
+                    .and_then(|e| e.spawn.as_ref())
+                    .is_some_and(|sp| {
+                        sp.outcome == Outcome::Denied
+                            && matches!(
+                                sp.reason,
+                                Some(
+                                    DenyReason::CeilingExceeded
+                                        | DenyReason::ProjectionMissing
+                                        | DenyReason::UnsupportedTarget
+                                )
+                            )
+                    })
+        }) && !self
+            .needs
+            .iter()
+            .any(|n| n == delegation_protocol::capability::SPAWN_AUTHORITY)
+        {
+            return Err(invalid(
+                format!("steps[{i}].expect.spawn.reason"),
+                "a spawn refused for the authority it requested needs the request to reach the host: add \"spawn-authority\" to `needs`".into(),
+            ));
+        }
         if self.setup.authorizer.is_none()
             && let Some(i) = self
                 .steps

@@ -54,6 +54,7 @@ pub const REFERENCE_CAPABILITIES: &[&str] = &[
     capability::EVENTS,
     capability::FULL_ACCESS_CHILDREN,
     capability::REVIEWER,
+    capability::SPAWN_AUTHORITY,
 ];
 
 /// The state a started reference host carries between calls.

@@ -352,3 +352,19 @@ fn a_receipt_tamper_says_whether_it_replaces_adds_or_removes() {
         "{error}"
     );
 }
+
+#[test]
+fn a_spawn_refused_for_its_requested_authority_needs_spawn_authority() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let file = root.join("zc/015-spawn-network-above-ceiling.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let needs = value["needs"].as_array_mut().unwrap();
+    needs.retain(|n| n != "spawn-authority");
+    let scenario = Scenario::parse(&value.to_string(), &file).unwrap();
+    let error = scenario.validate(&file).unwrap_err().to_string();
+    assert!(
+        error.contains("steps[1].expect.spawn.reason") && error.contains("add \"spawn-authority\""),
+        "{error}"
+    );
+}
