@@ -300,10 +300,16 @@ export class Adapter {
    * finished assistant message. A session in `retry` means the model
    * endpoint failed: the turn is aborted and reported as model_failed.
    * Answers a failure text, or null.
+   *
+   * opencode stores the prompt at once but may turn the session busy only
+   * seconds later on a loaded machine, so "not busy and no answer yet" means
+   * "not started yet" until the session was seen busy; only a session that
+   * ran (was busy) and went idle without an answer is a failure. One that
+   * never starts runs into the turn deadline (-32002).
    */
   async waitIdle(id, countBefore) {
     const deadline = Date.now() + this.turnTimeoutMs;
-    const started = Date.now();
+    let ran = false;
     while (Date.now() < deadline) {
       const status = (await this.apiOk('GET', '/session/status')) || {};
       const entries = Object.entries(status);
@@ -317,13 +323,14 @@ export class Adapter {
         return `model request failed: ${s.message}`;
       }
       const busy = entries.some(([, s]) => s && s.type === 'busy');
+      if (busy) ran = true;
       if (!busy) {
         const list = await this.messages(id);
         const last = list[list.length - 1];
         const done = list.length > countBefore && last && last.info.role === 'assistant' && last.info.time && last.info.time.completed;
         if (done) return null;
-        if (Date.now() - started > 5000 && list.length > countBefore && last && last.info.role === 'user') {
-          return 'opencode accepted the prompt but never answered it';
+        if (ran && list.length > countBefore && last && last.info.role === 'user') {
+          return 'opencode ran the prompt and went idle without answering it';
         }
       }
       await sleep(100);
