@@ -195,8 +195,8 @@ for (const c of cases) {
     const kids = await api('GET', `/session/${root.id}/children`);
     const child = kids[0];
     const record = {
-      case: c.name, who, parent_permission: permission,
-      child_session: child ? { id: child.id, agent: child.agent, permission: child.permission } : null,
+      case: c.name, who, parent_permission: permission, parent_directory: root.directory,
+      child_session: child ? { id: child.id, agent: child.agent, directory: child.directory, permission: child.permission } : null,
       tool_parts: await toolParts(child ? child.id : root.id),
       permission_asks: asks,
       effect: c.effect(tag),
@@ -211,5 +211,5 @@ endpoint.close();
 if (!keep) rmSync(store, { recursive: true, force: true });
 else process.stderr.write(`store kept: ${store}\n`);
 process.stdout.write(`${JSON.stringify({ tools_shown_to_models: [...new Set(requests.map((r) => r.tools.join(',')))] })}\n`);
-process.stdout.write(`${JSON.stringify({ summary: results.map((r) => ({ case: r.case, who: r.who, statuses: r.tool_parts.map((t) => `${t.tool}:${t.status}`), effect: r.effect, asks: r.permission_asks.length })) })}\n`);
+process.stdout.write(`${JSON.stringify({ summary: results.map((r) => ({ case: r.case, who: r.who, statuses: r.tool_parts.map((t) => `${t.tool}:${t.status}`), same_directory: r.child_session ? r.child_session.directory === r.parent_directory : undefined, effect: r.effect, asks: r.permission_asks.length })) })}\n`);
 process.exit(0);
