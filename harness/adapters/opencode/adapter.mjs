@@ -33,6 +33,10 @@ export class Adapter {
     this.notify = notify;
     this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 25000);
     this.serverGraceMs = serverGraceMs ?? 1000;
+    // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
+    // more than 20 s under load; the harness's own step deadline
+    // (--step-timeout-ms) is the real bound, so this one only catches a hang.
+    this.readyTimeoutMs = Number(env.OPENCODE_ADAPTER_READY_TIMEOUT_MS || 90000);
     this.initialized = false;
     this.server = null;
     this.serverConfigKey = null;
@@ -79,7 +83,7 @@ export class Adapter {
     if (!seeded) this.log('warn', 'no config seed: opencode installs @opencode-ai/plugin with npm now (slow); run `node adapter.mjs --install` once');
     const cwd = writeOpencodeFiles(this.storeDir, env, config);
     const server = new OpencodeServer({ ...bin, env, cwd, log: (l, m) => this.log(l, m) });
-    await server.start({ readyTimeoutMs: seeded ? 20000 : 120000 });
+    await server.start({ readyTimeoutMs: seeded ? this.readyTimeoutMs : Math.max(this.readyTimeoutMs, 120000) });
     if (!seeded && seedInstalled(env)) saveSeed(this.env, env);
     this.server = server;
     this.serverConfigKey = key;
