@@ -33,6 +33,10 @@ export class Adapter {
     this.notify = notify;
     this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 25000);
     this.serverGraceMs = serverGraceMs ?? 1000;
+    // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
+    // more than 20 s under load; the harness's own step deadline
+    // (--step-timeout-ms) is the real bound, so this one only catches a hang.
+    this.readyTimeoutMs = Number(env.OPENCODE_ADAPTER_READY_TIMEOUT_MS || 90000);
     this.initialized = false;
     this.server = null;
     this.serverConfigKey = null;
@@ -79,7 +83,7 @@ export class Adapter {
     if (!seeded) this.log('warn', 'no config seed: opencode installs @opencode-ai/plugin with npm now (slow); run `node adapter.mjs --install` once');
     const cwd = writeOpencodeFiles(this.storeDir, env, config);
     const server = new OpencodeServer({ ...bin, env, cwd, log: (l, m) => this.log(l, m) });
-    await server.start({ readyTimeoutMs: seeded ? 20000 : 120000 });
+    await server.start({ readyTimeoutMs: seeded ? this.readyTimeoutMs : Math.max(this.readyTimeoutMs, 120000) });
     if (!seeded && seedInstalled(env)) saveSeed(this.env, env);
     this.server = server;
     this.serverConfigKey = key;
@@ -300,10 +304,16 @@ export class Adapter {
    * finished assistant message. A session in `retry` means the model
    * endpoint failed: the turn is aborted and reported as model_failed.
    * Answers a failure text, or null.
+   *
+   * opencode stores the prompt at once but may turn the session busy only
+   * seconds later on a loaded machine, so "not busy and no answer yet" means
+   * "not started yet" until the session was seen busy; only a session that
+   * ran (was busy) and went idle without an answer is a failure. One that
+   * never starts runs into the turn deadline (-32002).
    */
   async waitIdle(id, countBefore) {
     const deadline = Date.now() + this.turnTimeoutMs;
-    const started = Date.now();
+    let ran = false;
     while (Date.now() < deadline) {
       const status = (await this.apiOk('GET', '/session/status')) || {};
       const entries = Object.entries(status);
@@ -317,13 +327,14 @@ export class Adapter {
         return `model request failed: ${s.message}`;
       }
       const busy = entries.some(([, s]) => s && s.type === 'busy');
+      if (busy) ran = true;
       if (!busy) {
         const list = await this.messages(id);
         const last = list[list.length - 1];
         const done = list.length > countBefore && last && last.info.role === 'assistant' && last.info.time && last.info.time.completed;
         if (done) return null;
-        if (Date.now() - started > 5000 && list.length > countBefore && last && last.info.role === 'user') {
-          return 'opencode accepted the prompt but never answered it';
+        if (ran && list.length > countBefore && last && last.info.role === 'user') {
+          return 'opencode ran the prompt and went idle without answering it';
         }
       }
       await sleep(100);

@@ -164,8 +164,20 @@ export function seedConfig(env, isolated) {
   if (existsSync(join(target, SEED_MARKER))) return true;
   const seed = seedDir(env);
   if (!existsSync(join(seed, SEED_MARKER))) return false;
-  cpSync(seed, target, { recursive: true });
+  copyTree(seed, target);
   return true;
+}
+
+/**
+ * Copies a folder tree (about 4000 files for the seed). `cp -a` takes 0.6 s
+ * where Node's cpSync takes 2 s on this machine, and every scenario start
+ * and restart pays it inside the harness's step deadline; cpSync remains
+ * the fallback where there is no `cp`.
+ */
+export function copyTree(source, target) {
+  mkdirSync(target, { recursive: true });
+  const cp = process.platform === 'win32' ? null : spawnSync('cp', ['-a', `${source}/.`, target], { stdio: ['ignore', 'ignore', 'pipe'] });
+  if (!cp || cp.status !== 0) cpSync(source, target, { recursive: true });
 }
 
 /** Saves a store's installed opencode config folder as the seed (once it finished installing). */

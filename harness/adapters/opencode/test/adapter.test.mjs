@@ -124,3 +124,23 @@ test('SIGTERM to the adapter kills opencode at once', async () => {
   await new Promise((r) => setTimeout(r, 100));
   assert.ok(!alive(pid));
 });
+
+test('a turn opencode starts late (loaded machine) is waited for, not reported as a model failure', async () => {
+  const store = tempDir('slow');
+  const a = startAdapter({ store, extraEnv: { OPENCODE_ADAPTER_TURN_TIMEOUT_MS: '15000', FAKE_SLOW_START_MS: '6000' } });
+  try {
+    await a.initialize();
+    const root = (await a.request('instance/start', ROOT(1))).result.instance;
+    const t0 = Date.now();
+    const turn = await a.request('instance/turn', { instance: root, input: 'SLOWSTART hello' });
+    assert.deepEqual(turn.result.turn, { reply: 'message', text: 'echo: SLOWSTART hello' });
+    assert.ok(Date.now() - t0 >= 6000);
+    // A prompt opencode ran (busy) and left without any answer is still reported, without waiting for the deadline.
+    const t1 = Date.now();
+    const none = await a.request('instance/turn', { instance: root, input: 'NOANSWER' });
+    assert.equal(none.result.turn.reply, 'model_failed');
+    assert.ok(Date.now() - t1 < 10000);
+  } finally {
+    a.child.kill('SIGTERM');
+  }
+});

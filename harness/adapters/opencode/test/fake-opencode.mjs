@@ -4,8 +4,9 @@
 // folder. Sessions persist in `fake-db.json` there (like opencode's SQLite).
 // A prompt containing SPAWN calls `task` (a child session unless the session
 // denies task: then the `invalid` tool, as opencode does); DEEP makes task
-// fail with opencode's depth error; FAIL leaves the session retrying; anything
-// else is echoed. FAKE_IGNORE_SIGTERM=1 ignores SIGTERM; FAKE_PID_FILE gets the pid.
+// fail with opencode's depth error; FAIL leaves the session retrying;
+// SLOWSTART starts the turn seconds late; NOANSWER ends it without an answer;
+// anything else is echoed. FAKE_IGNORE_SIGTERM=1 ignores SIGTERM; FAKE_PID_FILE gets the pid.
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
@@ -36,6 +37,23 @@ const assistant = (parts) => ({ info: { id: id('msg'), role: 'assistant', time: 
 function run(sid, text) {
   const msgs = db.messages[sid];
   msgs.push(user(text));
+  // SLOWSTART: the prompt is stored at once but the session turns busy only
+  // seconds later, as real opencode does on a loaded machine (its first
+  // prompt took 2.4 s to start at load 9 here).
+  if (text.includes('SLOWSTART')) {
+    setTimeout(() => work(sid, msgs, text), Number(process.env.FAKE_SLOW_START_MS || 6000));
+    return;
+  }
+  // NOANSWER: busy, then idle without any assistant message.
+  if (text.includes('NOANSWER')) {
+    status[sid] = { type: 'busy' };
+    setTimeout(() => { delete status[sid]; }, 500);
+    return;
+  }
+  work(sid, msgs, text);
+}
+
+function work(sid, msgs, text) {
   status[sid] = { type: 'busy' };
   setTimeout(() => {
     if (text.includes('FAIL')) {
