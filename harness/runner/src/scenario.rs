@@ -876,6 +876,18 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(i) = self.steps.iter().position(
+            |s| matches!(&s.action, StepAction::Start(start) if !start.request.tools.is_empty()),
+        ) && !self
+            .needs
+            .iter()
+            .any(|n| n == delegation_protocol::capability::MCP)
+        {
+            return Err(invalid(
+                format!("steps[{i}].start.tools"),
+                "the instance seals tools served by the harness's MCP server: add \"mcp\" to `needs`".into(),
+            ));
+        }
         // A spawn refused for what it asked for says nothing about a host
         // whose delegation tool cannot carry the request.
         if let Some(i) = self.steps.iter().position(|s| {

@@ -368,3 +368,21 @@ fn a_spawn_refused_for_its_requested_authority_needs_spawn_authority() {
         "{error}"
     );
 }
+
+#[test]
+fn an_instance_started_with_tools_needs_mcp() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let file = root.join("pg/005-manual-allow-dispatches-once.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    value["needs"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|n| n != "mcp");
+    let scenario = Scenario::parse(&value.to_string(), &file).unwrap();
+    let error = scenario.validate(&file).unwrap_err().to_string();
+    assert!(
+        error.contains(".start.tools") && error.contains("add \"mcp\""),
+        "{error}"
+    );
+}
