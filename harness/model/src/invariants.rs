@@ -210,9 +210,10 @@ impl<'h> Creation<'h> {
     }
 }
 
-fn creations(entry: &HistoryEntry) -> Vec<Creation<'_>> {
+/// The creation a step attempted, if any: a step attempts at most one.
+fn creation_attempt(entry: &HistoryEntry) -> Option<Creation<'_>> {
     let Some((action, Some(result))) = action_of(entry) else {
-        return Vec::new();
+        return None;
     };
     let (kind, from, result) = match action {
         Action::Start(_) => (CreationKind::Start, None, result),
@@ -225,11 +226,11 @@ fn creations(entry: &HistoryEntry) -> Vec<Creation<'_>> {
             Some(TurnReport::Spawn { spawn }) => {
                 (CreationKind::Spawn, Some(instance.as_str()), &**spawn)
             }
-            _ => return Vec::new(),
+            _ => return None,
         },
-        _ => return Vec::new(),
+        _ => return None,
     };
-    vec![Creation { kind, from, result }]
+    Some(Creation { kind, from, result })
 }
 
 /// One tool call in a step, direct or inside a turn.
@@ -242,10 +243,9 @@ struct ToolCallSeen<'h> {
     executed: bool,
 }
 
-fn tool_calls(entry: &HistoryEntry) -> Vec<ToolCallSeen<'_>> {
-    let Some((action, result)) = action_of(entry) else {
-        return Vec::new();
-    };
+/// The tool call a step made, if any: a step makes at most one.
+fn tool_call_in(entry: &HistoryEntry) -> Option<ToolCallSeen<'_>> {
+    let (action, result) = action_of(entry)?;
     let report = result.and_then(|r| r.tool_call.as_ref());
     let executed = |r: Option<&ActionResult>| {
         r.is_some_and(|r| r.is_ok())
@@ -256,24 +256,24 @@ fn tool_calls(entry: &HistoryEntry) -> Vec<ToolCallSeen<'_>> {
             instance,
             tool,
             arguments,
-        } => vec![ToolCallSeen {
+        } => Some(ToolCallSeen {
             instance,
             tool,
             arguments: Some(arguments),
             report,
             executed: executed(result),
-        }],
+        }),
         Action::Turn { instance, .. } => match (result.and_then(|r| r.turn.as_ref()), report) {
-            (Some(TurnReport::ToolCall { tool }), _) => vec![ToolCallSeen {
+            (Some(TurnReport::ToolCall { tool }), _) => Some(ToolCallSeen {
                 instance,
                 tool,
                 arguments: None,
                 report,
                 executed: report.is_some_and(|t| t.outcome == ToolCallOutcome::Executed),
-            }],
-            _ => Vec::new(),
+            }),
+            _ => None,
         },
-        _ => Vec::new(),
+        _ => None,
     }
 }
 
@@ -389,7 +389,7 @@ impl<'h> Learned<'h> {
                 }
             }
         }
-        for creation in creations(entry) {
+        if let Some(creation) = creation_attempt(entry) {
             if let Some(id) = creation.created() {
                 self.see(index, id, entry.step);
                 if let Some(effective) = &creation.result.effective {
@@ -625,7 +625,7 @@ fn zc1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut denied_parents: BTreeMap<&str, usize> = BTreeMap::new();
     run.walk(|facts, entry| {
-        let attempts = creations(entry);
+        let attempts = creation_attempt(entry);
         for attempt in attempts.iter().filter(|c| c.is_delegation() && c.denied()) {
             if let Some(parent) = attempt.from {
                 denied_parents.entry(parent).or_insert(entry.step);
@@ -665,7 +665,7 @@ fn zc1(run: &Run) -> Vec<Violation> {
 fn zc2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     run.walk(|facts, entry| {
-        let attempts = creations(entry);
+        let attempts = creation_attempt(entry);
         let denied = attempts.iter().any(|c| c.is_delegation() && c.denied());
         if !denied || attempts.iter().any(|c| c.created().is_some()) {
             return;
@@ -839,7 +839,7 @@ fn differing_axes(a: &Authority, b: &Authority) -> Vec<Axis> {
 fn tr3(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     run.walk(|facts, entry| {
-        for creation in creations(entry) {
+        if let Some(creation) = creation_attempt(entry) {
             if let Some(id) = creation.created()
                 && let Some(first) = facts.first_seen(id)
             {
@@ -919,34 +919,53 @@ fn is_digest(text: &str) -> bool {
     })
 }
 
+/// Where an authority was seen; written out only for a violation.
+enum AuthoritySource<'h> {
+    Effective,
+    Receipt(&'h str),
+    Ceiling(&'h str),
+    Record(u64),
+}
+
+impl std::fmt::Display for AuthoritySource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthoritySource::Effective => write!(f, "effective"),
+            AuthoritySource::Receipt(id) => write!(f, "receipt `{id}`"),
+            AuthoritySource::Ceiling(id) => write!(f, "ceiling of `{id}`"),
+            AuthoritySource::Record(seq) => write!(f, "record {seq}"),
+        }
+    }
+}
+
 /// Every authority a step shows, with where it was seen.
-fn authorities_in(entry: &HistoryEntry) -> Vec<(String, &Authority)> {
-    let mut found = Vec::new();
-    if let Some((_, Some(result))) = action_of(entry) {
-        let mut results = vec![result];
-        if let Some(TurnReport::Spawn { spawn }) = &result.turn {
-            results.push(spawn);
-        }
-        for r in results {
-            if let Some(effective) = &r.effective {
-                found.push(("effective".to_string(), effective));
-            }
-            if let Some(receipt) = &r.receipt {
-                found.push((format!("receipt `{}`", receipt.id), &receipt.authority));
-            }
-        }
-    }
-    if let Some(observed) = observed_of(entry) {
-        for i in &observed.instances {
-            found.push((format!("ceiling of `{}`", i.id), &i.ceiling));
-        }
-        for r in &observed.records {
-            if let Some(effective) = &r.effective {
-                found.push((format!("record {}", r.seq), effective));
-            }
-        }
-    }
-    found
+fn authorities_in(entry: &HistoryEntry) -> impl Iterator<Item = (AuthoritySource<'_>, &Authority)> {
+    let result = action_of(entry).and_then(|(_, r)| r);
+    let spawned = result.and_then(|r| match &r.turn {
+        Some(TurnReport::Spawn { spawn }) => Some(&**spawn),
+        _ => None,
+    });
+    let answered = result.into_iter().chain(spawned).flat_map(|r| {
+        let effective = r.effective.iter().map(|a| (AuthoritySource::Effective, a));
+        let receipt = r
+            .receipt
+            .iter()
+            .map(|receipt| (AuthoritySource::Receipt(&receipt.id), &receipt.authority));
+        effective.chain(receipt)
+    });
+    let observed = observed_of(entry).into_iter().flat_map(|observed| {
+        let ceilings = observed
+            .instances
+            .iter()
+            .map(|i| (AuthoritySource::Ceiling(&i.id), &i.ceiling));
+        let records = observed.records.iter().filter_map(|r| {
+            r.effective
+                .as_ref()
+                .map(|effective| (AuthoritySource::Record(r.seq), effective))
+        });
+        ceilings.chain(records)
+    });
+    answered.chain(observed)
 }
 
 /// SD1. Every sealed tool in a ceiling, effective authority, receipt or
@@ -1042,7 +1061,7 @@ fn sd2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let changes = drifts(history);
     run.walk(|facts, entry| {
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             for drift in changes.iter().filter(|d| d.step < entry.step) {
                 if let WorldChange::ToolRedefined { tool, digest, .. } = drift.change
                     && tool == call.tool
@@ -1092,7 +1111,7 @@ fn sd3(run: &Run) -> Vec<Violation> {
         let Some(first_change) = changed_at.iter().find(|s| **s < entry.step) else {
             return;
         };
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             if facts
                 .first_seen(call.instance)
                 .is_some_and(|s| s < *first_change)
@@ -1108,7 +1127,7 @@ fn sd3(run: &Run) -> Vec<Violation> {
                 let sealed = facts
                     .ceiling(instance.id.as_str())
                     .or_else(|| {
-                        creations(entry)
+                        creation_attempt(entry)
                             .into_iter()
                             .filter(|c| c.created() == Some(instance.id.as_str()))
                             .find_map(|c| c.result.effective.as_ref())
@@ -1137,7 +1156,7 @@ fn sd4(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let changes = drifts(history);
     run.walk(|facts, entry| {
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             // Only the tool's latest change counts: a removal followed by the
             // tool being served again is not drift for an instance sealed after it.
             let latest = changes.iter().filter(|d| d.step < entry.step).rev().find(|d| {
@@ -1280,7 +1299,7 @@ fn pg1(run: &Run) -> Vec<Violation> {
     // None: not armed; Some(None): until cleared; Some(Some(n)): n more failures.
     let mut armed: Option<Option<u32>> = None;
     run.walk(|facts, entry| {
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             let fault_live = !matches!(armed, None | Some(Some(0)));
             if fault_live && needed_approval(facts, &classes, &call) {
                 if facts.auto_approve {
@@ -1359,7 +1378,7 @@ fn pg2(run: &Run) -> Vec<Violation> {
             }
             answered.entry(request).or_insert(entry.step);
         }
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             if let (true, Some(approval)) = (
                 call.executed,
                 call.report.and_then(|r| r.approval.as_deref()),
@@ -1454,7 +1473,7 @@ fn pg4(run: &Run) -> Vec<Violation> {
                 .ceiling(instance)
                 .is_some_and(|c| c.approval_policy.is_bounded())
         };
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             if bounded(call.instance)
                 && call
                     .report
@@ -1503,7 +1522,7 @@ fn pg5(run: &Run) -> Vec<Violation> {
     let mut raised_while_off: BTreeSet<&str> = BTreeSet::new();
     for entry in history {
         if off_since.is_some() {
-            for call in tool_calls(entry) {
+            if let Some(call) = tool_call_in(entry) {
                 if let Some(approval) = call.report.and_then(|r| r.approval.as_deref()) {
                     raised_while_off.insert(approval);
                 }
@@ -1581,25 +1600,21 @@ fn pg6(run: &Run) -> Vec<Violation> {
     let mut gone: BTreeMap<&str, String> = BTreeMap::new();
     let mut reported = BTreeSet::new();
     run.walk(|facts, entry| {
-        for call in tool_calls(entry) {
-            let (Some(arguments), true) = (call.arguments, call.executed) else {
-                continue;
-            };
-            if call.report.is_some_and(|r| r.approval.is_some())
-                || !needed_approval(facts, &classes, &call)
-            {
-                continue;
-            }
+        if let Some(call) = tool_call_in(entry)
+            && let (Some(arguments), true) = (call.arguments, call.executed)
+            && !call.report.is_some_and(|r| r.approval.is_some())
+            && needed_approval(facts, &classes, &call)
+        {
             let grants: Vec<&ObservedGrant> = facts
                 .last_observed
                 .iter()
                 .flat_map(|o| &o.grants)
                 .filter(|g| g.instance == call.instance && g.tool == call.tool)
                 .collect();
-            let Ok(digest) = digest_value(arguments) else {
-                continue;
-            };
-            if !grants.is_empty() && !grants.iter().any(|g| g.arguments_digest == digest) {
+            if !grants.is_empty()
+                && let Ok(digest) = digest_value(arguments)
+                && !grants.iter().any(|g| g.arguments_digest == digest)
+            {
                 out.push(violation(
                     InvariantId::PG6,
                     entry.step,
@@ -1664,7 +1679,7 @@ fn ce1(run: &Run) -> Vec<Violation> {
     let mut reported = BTreeSet::new();
     run.walk(|facts, entry| {
         let mut pairs: Vec<(&str, &Authority, &str, &Authority)> = Vec::new();
-        for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+        for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
             if let (Some(child), Some(parent), Some(effective)) = (
                 creation.created(),
                 creation.from,
@@ -1730,7 +1745,7 @@ fn ce2(run: &Run) -> Vec<Violation> {
             let sealed = facts
                 .ceiling(instance.id.as_str())
                 .or_else(|| {
-                    creations(entry)
+                    creation_attempt(entry)
                         .into_iter()
                         .filter(|c| c.created() == Some(instance.id.as_str()))
                         .find_map(|c| c.result.effective.as_ref())
@@ -1846,7 +1861,7 @@ fn ce4(run: &Run) -> Vec<Violation> {
         if !facts.strict_mode() {
             return;
         }
-        let mut children: Vec<(&str, &Sandbox)> = creations(entry)
+        let mut children: Vec<(&str, &Sandbox)> = creation_attempt(entry)
             .iter()
             .filter(|c| c.is_delegation())
             .filter_map(|c| Some((c.created()?, &c.result.effective.as_ref()?.sandbox)))
@@ -2321,7 +2336,7 @@ fn ea1(run: &Run) -> Vec<Violation> {
         if !facts.authorizer_required() {
             return;
         }
-        for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+        for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
             let Some(child) = creation.created() else {
                 continue;
             };
@@ -2393,7 +2408,7 @@ fn ea_forbidden_child(id: InvariantId, run: &Run) -> Vec<Violation> {
             && let Some(behaviour) = deciding_behaviour(history, &scripts, &issued, index)
             && behaviour.forbids_child() == Some(id)
         {
-            for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+            for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
                 if let Some(child) = creation.created() {
                     out.push(violation(
                         id,
@@ -2421,7 +2436,7 @@ fn ea3(run: &Run) -> Vec<Violation> {
             && let Some(AuthorizerBehaviour::AllowNarrowed { constraint }) =
                 deciding_behaviour(history, &scripts, &issued, index)
         {
-            for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+            for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
                 if let (Some(child), Some(effective)) =
                     (creation.created(), &creation.result.effective)
                 {
@@ -2455,7 +2470,7 @@ fn ea5(run: &Run) -> Vec<Violation> {
             answered.insert(request);
         }
         if entry.evidence.authorizer_calls > 0 {
-            externally_allowed.extend(creations(entry).iter().filter_map(Creation::created));
+            externally_allowed.extend(creation_attempt(entry).iter().filter_map(Creation::created));
         }
         let Some(observed) = observed_of(entry) else {
             continue;
@@ -2709,6 +2724,11 @@ fn tc4(run: &Run) -> Vec<Violation> {
     let history = run.history;
     let mut out = Vec::new();
     let issued = capabilities(history);
+    // With no secret handed out there is nothing to look for, and writing
+    // out every answer and observation would cost more than every other checker.
+    if issued.is_empty() {
+        return out;
+    }
     for entry in history {
         let mut texts: Vec<(&str, String)> = Vec::new();
         if let Some((_, Some(result))) = action_of(entry) {
