@@ -92,9 +92,6 @@ impl World {
                 definition,
                 announce,
             } => {
-                let digest = ToolDefinition::from_value(definition.clone())
-                    .map(|d| d.digest)
-                    .unwrap_or_default();
                 let description_only = self.tools.get(&name).is_some_and(|old| {
                     let mut a = old.raw.clone();
                     let mut b = definition.clone();
@@ -102,12 +99,18 @@ impl World {
                     b["description"] = Value::Null;
                     a == b
                 });
+                // Digested once, for the record and the listing alike: each
+                // digest is a canonical JSON write and two hashes.
+                let redefined = ToolDefinition::from_value(definition);
                 recorded.push(Some(WorldChange::ToolRedefined {
                     tool: name.clone(),
-                    digest,
+                    digest: redefined
+                        .as_ref()
+                        .map(|d| d.digest.clone())
+                        .unwrap_or_default(),
                     description_only,
                 }));
-                match ToolDefinition::from_value(definition) {
+                match redefined {
                     Ok(d) => {
                         self.tools.insert(name, d);
                     }
