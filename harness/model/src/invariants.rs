@@ -1674,11 +1674,44 @@ fn pg6(run: &Run) -> Vec<Violation> {
 // CE: ceilings
 // ---------------------------------------------------------------------------
 
+/// [`Authority::axes_exceeding`] for ceilings that are observed again at
+/// every step, remembering per pair of instances the last pair of values
+/// found within bounds: the comparison builds the approval policies' class
+/// sets on every call, and re-comparing unchanged values was the largest
+/// cost of CE1 and CE2. A changed value on either side is compared afresh.
+#[derive(Default)]
+struct WithinBounds<'h> {
+    last_within: BTreeMap<(&'h str, &'h str), (&'h Authority, &'h Authority)>,
+}
+
+impl<'h> WithinBounds<'h> {
+    fn axes_exceeding(
+        &mut self,
+        (subject, authority): (&'h str, &'h Authority),
+        (bound_by, bound): (&'h str, &'h Authority),
+    ) -> Vec<Axis> {
+        if self
+            .last_within
+            .get(&(subject, bound_by))
+            .is_some_and(|(a, b)| *a == authority && *b == bound)
+        {
+            return Vec::new();
+        }
+        let axes = authority.axes_exceeding(bound);
+        if axes.is_empty() {
+            self.last_within
+                .insert((subject, bound_by), (authority, bound));
+        }
+        axes
+    }
+}
+
 /// CE1. Every child (observed with its parent, or created by a successful
 /// delegation) has a ceiling at most its parent's, on every axis.
 fn ce1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
+    let mut within = WithinBounds::default();
     run.walk(|facts, entry| {
         let mut pairs: Vec<(&str, &Authority, &str, &Authority)> = Vec::new();
         for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
@@ -1706,7 +1739,7 @@ fn ce1(run: &Run) -> Vec<Violation> {
             }
         }
         for (child, ceiling, parent, parent_ceiling) in pairs {
-            let axes = ceiling.axes_exceeding(parent_ceiling);
+            let axes = within.axes_exceeding((child, ceiling), (parent, parent_ceiling));
             if !axes.is_empty() && reported.insert(child) {
                 out.push(violation(
                     InvariantId::CE1,
@@ -1726,6 +1759,7 @@ fn ce1(run: &Run) -> Vec<Violation> {
 fn ce2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
+    let mut within = WithinBounds::default();
     run.walk(|facts, entry| {
         if let Some((Action::Resume { instance } | Action::Fork { instance }, result)) =
             ok_result(entry)
@@ -1785,7 +1819,8 @@ fn ce2(run: &Run) -> Vec<Violation> {
                     .map(|i| &i.ceiling)
                     .or_else(|| facts.ceiling(id));
                 if let Some(ceiling) = ceiling {
-                    let axes = instance.ceiling.axes_exceeding(ceiling);
+                    let axes = within
+                        .axes_exceeding((&instance.id, &instance.ceiling), (id, ceiling));
                     if !axes.is_empty() && reported.insert((instance.id.as_str(), "ancestor")) {
                         out.push(violation(
                             InvariantId::CE2,
