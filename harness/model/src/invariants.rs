@@ -293,6 +293,19 @@ struct InstanceFacts<'h> {
     risks: Vec<(usize, &'h str)>,
 }
 
+impl InstanceFacts<'_> {
+    fn see(&mut self, index: usize, step: usize) {
+        self.first_seen.get_or_insert((index, step));
+    }
+
+    fn set_state(&mut self, index: usize, state: LifecycleState) {
+        self.states.push((index, state));
+        if state.is_terminal() {
+            self.terminal.get_or_insert((index, state));
+        }
+    }
+}
+
 /// The latest value learnt before entry `index`.
 fn latest_before<T: Copy>(timeline: &[(usize, T)], index: usize) -> Option<T> {
     let known = timeline.partition_point(|(at, _)| *at < index);
@@ -342,17 +355,7 @@ impl<'h> Learned<'h> {
     }
 
     fn set_state(&mut self, index: usize, instance: &'h str, state: LifecycleState) {
-        let facts = self.instance(instance);
-        facts.states.push((index, state));
-        if state.is_terminal() {
-            facts.terminal.get_or_insert((index, state));
-        }
-    }
-
-    fn see(&mut self, index: usize, instance: &'h str, step: usize) {
-        self.instance(instance)
-            .first_seen
-            .get_or_insert((index, step));
+        self.instance(instance).set_state(index, state);
     }
 
     fn learn(&mut self, index: usize, entry: &'h HistoryEntry, settings: &mut Settings<'h>) {
@@ -391,21 +394,21 @@ impl<'h> Learned<'h> {
         }
         if let Some(creation) = creation_attempt(entry) {
             if let Some(id) = creation.created() {
-                self.see(index, id, entry.step);
+                let facts = self.instance(id);
+                facts.see(index, entry.step);
                 if let Some(effective) = &creation.result.effective {
-                    self.instance(id).ceiling.get_or_insert((index, effective));
+                    facts.ceiling.get_or_insert((index, effective));
                 }
                 if let (Some(from), true) = (creation.from, creation.is_delegation()) {
-                    self.instance(id).parents.push((index, from));
+                    facts.parents.push((index, from));
                 }
             }
         }
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
-                let id = instance.id.as_str();
-                self.see(index, id, entry.step);
-                self.set_state(index, id, instance.state);
-                let facts = self.instance(id);
+                let facts = self.instance(&instance.id);
+                facts.see(index, entry.step);
+                facts.set_state(index, instance.state);
                 facts.ceiling.get_or_insert((index, &instance.ceiling));
                 if let Some(parent) = &instance.parent {
                     facts.parents.push((index, parent));
@@ -1802,7 +1805,9 @@ fn ce2(run: &Run) -> Vec<Violation> {
                 ));
             }
             // The direct parent is CE1's; walk from the grandparent up, guarding against cycles.
-            let mut seen = BTreeSet::from([instance.id.as_str()]);
+            // A list, not a set: most instances have no grandparent, and an
+            // empty list costs no allocation.
+            let mut seen = Vec::new();
             let parent_of = |id: &str| {
                 observed
                     .instance(id)
@@ -1811,9 +1816,10 @@ fn ce2(run: &Run) -> Vec<Violation> {
             };
             let mut ancestor = instance.parent.as_deref().and_then(parent_of);
             while let Some(id) = ancestor {
-                if !seen.insert(id) {
+                if id == instance.id || seen.contains(&id) {
                     break;
                 }
+                seen.push(id);
                 let ceiling = observed
                     .instance(id)
                     .map(|i| &i.ceiling)
