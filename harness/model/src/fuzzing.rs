@@ -193,11 +193,18 @@ impl Driver {
     /// configure step, and its runner re-sends the setup's configuration
     /// after every restart, so a mid-sequence change could not be replayed.
     pub fn with_configuration(configuration: Configuration) -> Driver {
-        let tools = vec![
-            sample_tool("probe.read", "read"),
-            sample_tool("probe.write", "file-write"),
-            sample_tool("probe.spawn", "mcp"),
-        ];
+        // Every input starts from the same three definitions: digest them
+        // once per process rather than once per input.
+        static PROBE_TOOLS: std::sync::OnceLock<crate::state::LiveTools> =
+            std::sync::OnceLock::new();
+        let probe_tools = PROBE_TOOLS.get_or_init(|| {
+            let definitions = vec![
+                sample_tool("probe.read", "read"),
+                sample_tool("probe.write", "file-write"),
+                sample_tool("probe.spawn", "mcp"),
+            ];
+            World::new(definitions, vec![]).tools
+        });
         let replies = vec![
             (
                 "SPAWN".to_string(),
@@ -212,7 +219,8 @@ impl Driver {
             ),
             ("BREAK".to_string(), SimReply::Fail),
         ];
-        let mut world = World::new(tools, replies);
+        let mut world = World::new(vec![], replies);
+        world.tools = probe_tools.clone();
         let authorizer_on = configuration.authorizer_required;
         world.apply(&Action::Configure(configuration));
         Driver {

@@ -15,6 +15,7 @@
 //! - The sealed ceiling of an instance is the first authority seen for it: the
 //!   `effective` of the result that created it, or its first observed ceiling.
 
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -41,7 +42,7 @@ pub struct Violation {
 
 /// Checks one invariant over a whole history.
 pub fn check(id: InvariantId, history: &[HistoryEntry]) -> Vec<Violation> {
-    checker(id)(history)
+    checker(id)(&Run::new(history))
 }
 
 /// Checks every invariant of the catalogue.
@@ -50,11 +51,15 @@ pub fn check_all(history: &[HistoryEntry]) -> Vec<Violation> {
 }
 
 /// Checks the named invariants, in the order given.
+///
+/// The checkers share one [`Run`]: what they need to know about earlier
+/// entries is learnt from the history once, not once per checker.
 pub fn check_ids(ids: &[InvariantId], history: &[HistoryEntry]) -> Vec<Violation> {
-    ids.iter().flat_map(|id| check(*id, history)).collect()
+    let run = Run::new(history);
+    ids.iter().flat_map(|id| checker(*id)(&run)).collect()
 }
 
-type Checker = fn(&[HistoryEntry]) -> Vec<Violation>;
+type Checker = fn(&Run) -> Vec<Violation>;
 
 /// The table from id to checker; exhaustive, so a new id cannot go unchecked.
 fn checker(id: InvariantId) -> Checker {
@@ -89,9 +94,9 @@ fn checker(id: InvariantId) -> Checker {
         RC3 => rc3,
         RC4 => rc4,
         EA1 => ea1,
-        EA2 => |h| ea_forbidden_child(InvariantId::EA2, h),
+        EA2 => |run| ea_forbidden_child(InvariantId::EA2, run),
         EA3 => ea3,
-        EA4 => |h| ea_forbidden_child(InvariantId::EA4, h),
+        EA4 => |run| ea_forbidden_child(InvariantId::EA4, run),
         EA5 => ea5,
         LW1 => lw1,
         LW2 => lw2,
@@ -205,9 +210,10 @@ impl<'h> Creation<'h> {
     }
 }
 
-fn creations(entry: &HistoryEntry) -> Vec<Creation<'_>> {
+/// The creation a step attempted, if any: a step attempts at most one.
+fn creation_attempt(entry: &HistoryEntry) -> Option<Creation<'_>> {
     let Some((action, Some(result))) = action_of(entry) else {
-        return Vec::new();
+        return None;
     };
     let (kind, from, result) = match action {
         Action::Start(_) => (CreationKind::Start, None, result),
@@ -220,11 +226,11 @@ fn creations(entry: &HistoryEntry) -> Vec<Creation<'_>> {
             Some(TurnReport::Spawn { spawn }) => {
                 (CreationKind::Spawn, Some(instance.as_str()), &**spawn)
             }
-            _ => return Vec::new(),
+            _ => return None,
         },
-        _ => return Vec::new(),
+        _ => return None,
     };
-    vec![Creation { kind, from, result }]
+    Some(Creation { kind, from, result })
 }
 
 /// One tool call in a step, direct or inside a turn.
@@ -237,10 +243,9 @@ struct ToolCallSeen<'h> {
     executed: bool,
 }
 
-fn tool_calls(entry: &HistoryEntry) -> Vec<ToolCallSeen<'_>> {
-    let Some((action, result)) = action_of(entry) else {
-        return Vec::new();
-    };
+/// The tool call a step made, if any: a step makes at most one.
+fn tool_call_in(entry: &HistoryEntry) -> Option<ToolCallSeen<'_>> {
+    let (action, result) = action_of(entry)?;
     let report = result.and_then(|r| r.tool_call.as_ref());
     let executed = |r: Option<&ActionResult>| {
         r.is_some_and(|r| r.is_ok())
@@ -251,50 +256,227 @@ fn tool_calls(entry: &HistoryEntry) -> Vec<ToolCallSeen<'_>> {
             instance,
             tool,
             arguments,
-        } => vec![ToolCallSeen {
+        } => Some(ToolCallSeen {
             instance,
             tool,
             arguments: Some(arguments),
             report,
             executed: executed(result),
-        }],
+        }),
         Action::Turn { instance, .. } => match (result.and_then(|r| r.turn.as_ref()), report) {
-            (Some(TurnReport::ToolCall { tool }), _) => vec![ToolCallSeen {
+            (Some(TurnReport::ToolCall { tool }), _) => Some(ToolCallSeen {
                 instance,
                 tool,
                 arguments: None,
                 report,
                 executed: report.is_some_and(|t| t.outcome == ToolCallOutcome::Executed),
-            }],
-            _ => Vec::new(),
+            }),
+            _ => None,
         },
-        _ => Vec::new(),
+        _ => None,
     }
 }
 
-/// What is known before a step, from every earlier entry.
+/// What the history says about one instance, each fact with the index of
+/// the entry it was learnt from, so that it can be asked "as known before entry i".
 #[derive(Default)]
-struct Facts<'h> {
+struct InstanceFacts<'h> {
+    /// Index and step of the first entry that showed the instance.
+    first_seen: Option<(usize, usize)>,
+    /// Every lifecycle state learnt, in order; the latest before an entry counts.
+    states: Vec<(usize, LifecycleState)>,
+    /// The first terminal state the instance was seen in.
+    terminal: Option<(usize, LifecycleState)>,
+    /// The sealed ceiling: the first authority seen for it.
+    ceiling: Option<(usize, &'h Authority)>,
+    parents: Vec<(usize, &'h str)>,
+    risks: Vec<(usize, &'h str)>,
+}
+
+impl InstanceFacts<'_> {
+    fn see(&mut self, index: usize, step: usize) {
+        self.first_seen.get_or_insert((index, step));
+    }
+
+    fn set_state(&mut self, index: usize, state: LifecycleState) {
+        self.states.push((index, state));
+        if state.is_terminal() {
+            self.terminal.get_or_insert((index, state));
+        }
+    }
+}
+
+/// The latest value learnt before entry `index`.
+fn latest_before<T: Copy>(timeline: &[(usize, T)], index: usize) -> Option<T> {
+    let known = timeline.partition_point(|(at, _)| *at < index);
+    known.checked_sub(1).map(|last| timeline[last].1)
+}
+
+fn learnt_before<T: Copy>(fact: Option<(usize, T)>, index: usize) -> Option<T> {
+    fact.filter(|(at, _)| *at < index).map(|(_, value)| value)
+}
+
+/// Run-wide settings as they stood before an entry.
+#[derive(Clone, Copy, Default)]
+struct Settings<'h> {
     now: Millis,
     config: Option<&'h Configuration>,
     auto_approve: bool,
-    /// Every instance id seen, with the step it was first seen at.
-    first_seen: BTreeMap<&'h str, usize>,
-    /// Latest known lifecycle state.
-    states: BTreeMap<&'h str, LifecycleState>,
-    /// The first terminal state each instance was seen in.
-    terminal: BTreeMap<&'h str, LifecycleState>,
-    /// The sealed ceiling: the first authority seen for each instance.
-    ceilings: BTreeMap<&'h str, &'h Authority>,
-    parents: BTreeMap<&'h str, &'h str>,
-    roles: BTreeMap<&'h str, &'h str>,
-    risks: BTreeMap<&'h str, &'h str>,
     last_observed: Option<&'h Observed>,
 }
 
-impl<'h> Facts<'h> {
+/// Everything the checkers need to know about earlier entries, learnt in one
+/// walk over the history and shared by all of them: every checker that
+/// needs "what was known before this step" asks it here instead of
+/// re-learning the history itself.
+struct Learned<'h> {
+    instances: BTreeMap<&'h str, InstanceFacts<'h>>,
+    /// `settings[i]`: in force before entry `i`.
+    settings: Vec<Settings<'h>>,
+}
+
+impl<'h> Learned<'h> {
+    fn new(history: &'h [HistoryEntry]) -> Learned<'h> {
+        let mut learned = Learned {
+            instances: BTreeMap::new(),
+            settings: Vec::with_capacity(history.len() + 1),
+        };
+        let mut settings = Settings::default();
+        for (index, entry) in history.iter().enumerate() {
+            learned.settings.push(settings);
+            learned.learn(index, entry, &mut settings);
+        }
+        learned.settings.push(settings);
+        learned
+    }
+
+    fn instance(&mut self, id: &'h str) -> &mut InstanceFacts<'h> {
+        self.instances.entry(id).or_default()
+    }
+
+    fn set_state(&mut self, index: usize, instance: &'h str, state: LifecycleState) {
+        self.instance(instance).set_state(index, state);
+    }
+
+    fn learn(&mut self, index: usize, entry: &'h HistoryEntry, settings: &mut Settings<'h>) {
+        if let Some((action, Some(result))) = action_of(entry) {
+            if result.is_ok() {
+                match action {
+                    Action::Configure(c) => {
+                        settings.config = Some(c);
+                        settings.auto_approve = c.auto_approve;
+                    }
+                    Action::SetAutoApprove { enabled } => settings.auto_approve = *enabled,
+                    Action::SetClock { now } => settings.now = *now,
+                    Action::Close { instance } => {
+                        self.set_state(index, instance, LifecycleState::Closed)
+                    }
+                    Action::Cancel { instance } => {
+                        self.set_state(index, instance, LifecycleState::Cancelled)
+                    }
+                    Action::Fail { instance } => {
+                        self.set_state(index, instance, LifecycleState::Failed)
+                    }
+                    _ => {}
+                }
+            }
+            if let Action::Turn { instance, .. } = action {
+                match &result.turn {
+                    Some(TurnReport::Message { .. }) if result.is_ok() => {
+                        self.set_state(index, instance, LifecycleState::Completed)
+                    }
+                    Some(TurnReport::ModelFailed { .. }) => {
+                        self.set_state(index, instance, LifecycleState::Failed)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(creation) = creation_attempt(entry) {
+            if let Some(id) = creation.created() {
+                let facts = self.instance(id);
+                facts.see(index, entry.step);
+                if let Some(effective) = &creation.result.effective {
+                    facts.ceiling.get_or_insert((index, effective));
+                }
+                if let (Some(from), true) = (creation.from, creation.is_delegation()) {
+                    facts.parents.push((index, from));
+                }
+            }
+        }
+        if let Some(observed) = observed_of(entry) {
+            for instance in &observed.instances {
+                let facts = self.instance(&instance.id);
+                facts.see(index, entry.step);
+                facts.set_state(index, instance.state);
+                facts.ceiling.get_or_insert((index, &instance.ceiling));
+                if let Some(parent) = &instance.parent {
+                    facts.parents.push((index, parent));
+                }
+                if let Some(risk) = &instance.risk {
+                    facts.risks.push((index, risk));
+                }
+            }
+            settings.last_observed = Some(observed);
+        }
+    }
+}
+
+/// What is known before a step, from every earlier entry: a view of
+/// [`Learned`] at one entry.
+struct Facts<'a, 'h> {
+    now: Millis,
+    config: Option<&'h Configuration>,
+    auto_approve: bool,
+    last_observed: Option<&'h Observed>,
+    learned: &'a Learned<'h>,
+    /// The entry the facts are known before.
+    index: usize,
+}
+
+impl<'a, 'h> Facts<'a, 'h> {
+    fn of(&self, instance: &str) -> Option<&'a InstanceFacts<'h>> {
+        self.learned.instances.get(instance)
+    }
+
+    /// The step at which the instance was first seen.
+    fn first_seen(&self, instance: &str) -> Option<usize> {
+        learnt_before(self.of(instance)?.first_seen, self.index)
+    }
+
     fn knows(&self, instance: &str) -> bool {
-        self.first_seen.contains_key(instance)
+        self.first_seen(instance).is_some()
+    }
+
+    /// Latest known lifecycle state.
+    fn state(&self, instance: &str) -> Option<LifecycleState> {
+        latest_before(&self.of(instance)?.states, self.index)
+    }
+
+    /// The first terminal state the instance was seen in.
+    fn terminal(&self, instance: &str) -> Option<LifecycleState> {
+        learnt_before(self.of(instance)?.terminal, self.index)
+    }
+
+    /// The sealed ceiling: the first authority seen for the instance.
+    fn ceiling(&self, instance: &str) -> Option<&'h Authority> {
+        learnt_before(self.of(instance)?.ceiling, self.index)
+    }
+
+    /// Every sealed ceiling known.
+    fn ceilings(&self) -> impl Iterator<Item = &'h Authority> + '_ {
+        self.learned
+            .instances
+            .values()
+            .filter_map(|facts| learnt_before(facts.ceiling, self.index))
+    }
+
+    fn parent(&self, instance: &str) -> Option<&'h str> {
+        latest_before(&self.of(instance)?.parents, self.index)
+    }
+
+    fn risk(&self, instance: &str) -> Option<&'h str> {
+        latest_before(&self.of(instance)?.risks, self.index)
     }
 
     fn strict_mode(&self) -> bool {
@@ -304,85 +486,41 @@ impl<'h> Facts<'h> {
     fn authorizer_required(&self) -> bool {
         self.config.is_some_and(|c| c.authorizer_required)
     }
-
-    fn set_state(&mut self, instance: &'h str, state: LifecycleState) {
-        self.states.insert(instance, state);
-        if state.is_terminal() {
-            self.terminal.entry(instance).or_insert(state);
-        }
-    }
-
-    fn see(&mut self, instance: &'h str, step: usize) {
-        self.first_seen.entry(instance).or_insert(step);
-    }
-
-    fn learn(&mut self, entry: &'h HistoryEntry) {
-        if let Some((action, Some(result))) = action_of(entry) {
-            if result.is_ok() {
-                match action {
-                    Action::Configure(c) => {
-                        self.config = Some(c);
-                        self.auto_approve = c.auto_approve;
-                    }
-                    Action::SetAutoApprove { enabled } => self.auto_approve = *enabled,
-                    Action::SetClock { now } => self.now = *now,
-                    Action::Close { instance } => self.set_state(instance, LifecycleState::Closed),
-                    Action::Cancel { instance } => {
-                        self.set_state(instance, LifecycleState::Cancelled)
-                    }
-                    Action::Fail { instance } => self.set_state(instance, LifecycleState::Failed),
-                    _ => {}
-                }
-            }
-            if let Action::Turn { instance, .. } = action {
-                match &result.turn {
-                    Some(TurnReport::Message { .. }) if result.is_ok() => {
-                        self.set_state(instance, LifecycleState::Completed)
-                    }
-                    Some(TurnReport::ModelFailed { .. }) => {
-                        self.set_state(instance, LifecycleState::Failed)
-                    }
-                    _ => {}
-                }
-            }
-        }
-        for creation in creations(entry) {
-            if let Some(id) = creation.created() {
-                self.see(id, entry.step);
-                if let Some(effective) = &creation.result.effective {
-                    self.ceilings.entry(id).or_insert(effective);
-                }
-                if let (Some(from), true) = (creation.from, creation.is_delegation()) {
-                    self.parents.insert(id, from);
-                }
-            }
-        }
-        if let Some(observed) = observed_of(entry) {
-            for instance in &observed.instances {
-                self.see(&instance.id, entry.step);
-                self.set_state(&instance.id, instance.state);
-                self.ceilings
-                    .entry(&instance.id)
-                    .or_insert(&instance.ceiling);
-                self.roles.insert(&instance.id, &instance.role);
-                if let Some(parent) = &instance.parent {
-                    self.parents.insert(&instance.id, parent);
-                }
-                if let Some(risk) = &instance.risk {
-                    self.risks.insert(&instance.id, risk);
-                }
-            }
-            self.last_observed = Some(observed);
-        }
-    }
 }
 
-/// Walks a history with the facts known before each entry.
-fn walk<'h>(history: &'h [HistoryEntry], mut visit: impl FnMut(&Facts<'h>, &'h HistoryEntry)) {
-    let mut facts = Facts::default();
-    for entry in history {
-        visit(&facts, entry);
-        facts.learn(entry);
+/// A history with what is learnt from it, shared by every checker of one check.
+struct Run<'h> {
+    history: &'h [HistoryEntry],
+    learned: OnceCell<Learned<'h>>,
+}
+
+impl<'h> Run<'h> {
+    fn new(history: &'h [HistoryEntry]) -> Run<'h> {
+        Run {
+            history,
+            learned: OnceCell::new(),
+        }
+    }
+
+    /// The facts known before entry `index`.
+    fn facts_before(&self, index: usize) -> Facts<'_, 'h> {
+        let learned = self.learned.get_or_init(|| Learned::new(self.history));
+        let settings = learned.settings[index];
+        Facts {
+            now: settings.now,
+            config: settings.config,
+            auto_approve: settings.auto_approve,
+            last_observed: settings.last_observed,
+            learned,
+            index,
+        }
+    }
+
+    /// Walks the history with the facts known before each entry.
+    fn walk(&self, mut visit: impl FnMut(&Facts<'_, 'h>, &'h HistoryEntry)) {
+        for (index, entry) in self.history.iter().enumerate() {
+            visit(&self.facts_before(index), entry);
+        }
     }
 }
 
@@ -486,11 +624,11 @@ fn refused_without_handler(
 /// receipt/consume, or a spawn inside a turn), no observation (also after a
 /// restart) may show an instance of that parent that no successful creation
 /// ever returned.
-fn zc1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn zc1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut denied_parents: BTreeMap<&str, usize> = BTreeMap::new();
-    walk(history, |facts, entry| {
-        let attempts = creations(entry);
+    run.walk(|facts, entry| {
+        let attempts = creation_attempt(entry);
         for attempt in attempts.iter().filter(|c| c.is_delegation() && c.denied()) {
             if let Some(parent) = attempt.from {
                 denied_parents.entry(parent).or_insert(entry.step);
@@ -527,10 +665,10 @@ fn zc1(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// ZC2. In a step whose delegation was denied and that created nothing, the
 /// model endpoint saw no request for any instance id unknown before the step.
-fn zc2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn zc2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
-    walk(history, |facts, entry| {
-        let attempts = creations(entry);
+    run.walk(|facts, entry| {
+        let attempts = creation_attempt(entry);
         let denied = attempts.iter().any(|c| c.is_delegation() && c.denied());
         if !denied || attempts.iter().any(|c| c.created().is_some()) {
             return;
@@ -554,7 +692,8 @@ fn zc2(history: &[HistoryEntry]) -> Vec<Violation> {
 /// ZC3. Every denied answer (action, nested spawn, tool-call report) names a
 /// reason, and no successful one carries a reason. The reason's membership in
 /// the vocabulary is guaranteed by the type.
-fn zc3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn zc3(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     fn visit(step: usize, result: &ActionResult, path: &str, out: &mut Vec<Violation>) {
         match (result.outcome, result.reason) {
             (Outcome::Denied, None) => out.push(violation(
@@ -620,16 +759,16 @@ fn reuse_target(action: &Action) -> Option<&str> {
 /// a successful close/cancel/fail, or a failed model call), every later
 /// turn, tool call, delegation, receipt, resume or fork addressed to it is
 /// not successful, and its step shows zero model requests for it.
-fn tr1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tr1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some((action, _)) = action_of(entry) else {
             return;
         };
         let Some(target) = reuse_target(action) else {
             return;
         };
-        let Some(state) = facts.terminal.get(target) else {
+        let Some(state) = facts.terminal(target) else {
             return;
         };
         if succeeded(entry) {
@@ -661,18 +800,18 @@ fn tr1(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// TR2. A successful resume answers with the instance's sealed ceiling, not a
 /// ceiling derived anew (for example from the parent's current one).
-fn tr2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tr2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some((Action::Resume { instance }, result)) = ok_result(entry) else {
             return;
         };
         let (Some(effective), Some(sealed)) =
-            (&result.effective, facts.ceilings.get(instance.as_str()))
+            (&result.effective, facts.ceiling(instance.as_str()))
         else {
             return;
         };
-        if effective != *sealed {
+        if effective != sealed {
             out.push(violation(
                 InvariantId::TR2,
                 entry.step,
@@ -700,12 +839,12 @@ fn differing_axes(a: &Authority, b: &Authority) -> Vec<Axis> {
 /// TR3. An instance once seen terminal is observed in that same state ever
 /// after (across restarts), and an id returned for a new instance was never
 /// seen before.
-fn tr3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tr3(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
-    walk(history, |facts, entry| {
-        for creation in creations(entry) {
+    run.walk(|facts, entry| {
+        if let Some(creation) = creation_attempt(entry) {
             if let Some(id) = creation.created()
-                && let Some(first) = facts.first_seen.get(id)
+                && let Some(first) = facts.first_seen(id)
             {
                 out.push(violation(
                     InvariantId::TR3,
@@ -717,8 +856,8 @@ fn tr3(history: &[HistoryEntry]) -> Vec<Violation> {
         }
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
-                if let Some(terminal) = facts.terminal.get(instance.id.as_str())
-                    && instance.state != *terminal
+                if let Some(terminal) = facts.terminal(instance.id.as_str())
+                    && instance.state != terminal
                 {
                     out.push(violation(
                         InvariantId::TR3,
@@ -738,7 +877,8 @@ fn tr3(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// TR4. After the step in which a close of an instance succeeded (or it was
 /// observed closed), no later step's evidence has a model request for it.
-fn tr4(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tr4(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut closed_at: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in history {
@@ -774,48 +914,70 @@ fn tr4(history: &[HistoryEntry]) -> Vec<Violation> {
 // ---------------------------------------------------------------------------
 
 fn is_digest(text: &str) -> bool {
+    // A fold rather than a short-circuiting `all`: it compiles to vector
+    // compares, and SD1 checks every digest of every observation.
     text.strip_prefix("sha256:").is_some_and(|hex| {
         hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            && hex.bytes().fold(true, |hex_so_far, b| {
+                hex_so_far & matches!(b, b'0'..=b'9' | b'a'..=b'f')
+            })
     })
 }
 
+/// Where an authority was seen; written out only for a violation.
+enum AuthoritySource<'h> {
+    Effective,
+    Receipt(&'h str),
+    Ceiling(&'h str),
+    Record(u64),
+}
+
+impl std::fmt::Display for AuthoritySource<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthoritySource::Effective => write!(f, "effective"),
+            AuthoritySource::Receipt(id) => write!(f, "receipt `{id}`"),
+            AuthoritySource::Ceiling(id) => write!(f, "ceiling of `{id}`"),
+            AuthoritySource::Record(seq) => write!(f, "record {seq}"),
+        }
+    }
+}
+
 /// Every authority a step shows, with where it was seen.
-fn authorities_in(entry: &HistoryEntry) -> Vec<(String, &Authority)> {
-    let mut found = Vec::new();
-    if let Some((_, Some(result))) = action_of(entry) {
-        let mut results = vec![result];
-        if let Some(TurnReport::Spawn { spawn }) = &result.turn {
-            results.push(spawn);
-        }
-        for r in results {
-            if let Some(effective) = &r.effective {
-                found.push(("effective".to_string(), effective));
-            }
-            if let Some(receipt) = &r.receipt {
-                found.push((format!("receipt `{}`", receipt.id), &receipt.authority));
-            }
-        }
-    }
-    if let Some(observed) = observed_of(entry) {
-        for i in &observed.instances {
-            found.push((format!("ceiling of `{}`", i.id), &i.ceiling));
-        }
-        for r in &observed.records {
-            if let Some(effective) = &r.effective {
-                found.push((format!("record {}", r.seq), effective));
-            }
-        }
-    }
-    found
+fn authorities_in(entry: &HistoryEntry) -> impl Iterator<Item = (AuthoritySource<'_>, &Authority)> {
+    let result = action_of(entry).and_then(|(_, r)| r);
+    let spawned = result.and_then(|r| match &r.turn {
+        Some(TurnReport::Spawn { spawn }) => Some(&**spawn),
+        _ => None,
+    });
+    let answered = result.into_iter().chain(spawned).flat_map(|r| {
+        let effective = r.effective.iter().map(|a| (AuthoritySource::Effective, a));
+        let receipt = r
+            .receipt
+            .iter()
+            .map(|receipt| (AuthoritySource::Receipt(&receipt.id), &receipt.authority));
+        effective.chain(receipt)
+    });
+    let observed = observed_of(entry).into_iter().flat_map(|observed| {
+        let ceilings = observed
+            .instances
+            .iter()
+            .map(|i| (AuthoritySource::Ceiling(&i.id), &i.ceiling));
+        let records = observed.records.iter().filter_map(|r| {
+            r.effective
+                .as_ref()
+                .map(|effective| (AuthoritySource::Record(r.seq), effective))
+        });
+        ceilings.chain(records)
+    });
+    answered.chain(observed)
 }
 
 /// SD1. Every sealed tool in a ceiling, effective authority, receipt or
 /// record is bound to a SHA-256 digest (`sha256:` and 64 hex digits), and a
 /// child admitted from a receipt seals exactly the digests the receipt sealed.
-fn sd1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn sd1(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut issued: BTreeMap<&str, &Receipt> = BTreeMap::new();
     for entry in history {
@@ -889,12 +1051,9 @@ fn sealed_before(
     drift_step: usize,
     new_digest: &str,
 ) -> bool {
-    match facts.ceilings.get(instance).and_then(|c| c.tools.get(tool)) {
+    match facts.ceiling(instance).and_then(|c| c.tools.get(tool)) {
         Some(digest) => digest != new_digest,
-        None => facts
-            .first_seen
-            .get(instance)
-            .is_some_and(|s| *s < drift_step),
+        None => facts.first_seen(instance).is_some_and(|s| s < drift_step),
     }
 }
 
@@ -902,11 +1061,12 @@ fn sealed_before(
 /// that sealed the old definition is refused with zero handler calls; and
 /// the model is never shown a digest of a tool that no known ceiling seals
 /// (when some ceiling seals that tool).
-fn sd2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn sd2(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let changes = drifts(history);
-    walk(history, |facts, entry| {
-        for call in tool_calls(entry) {
+    run.walk(|facts, entry| {
+        if let Some(call) = tool_call_in(entry) {
             for drift in changes.iter().filter(|d| d.step < entry.step) {
                 if let WorldChange::ToolRedefined { tool, digest, .. } = drift.change
                     && tool == call.tool
@@ -922,8 +1082,7 @@ fn sd2(history: &[HistoryEntry]) -> Vec<Violation> {
         }
         for (tool, shown) in &entry.evidence.model_visible_tools {
             let sealed: BTreeSet<&str> = facts
-                .ceilings
-                .values()
+                .ceilings()
                 .filter_map(|c| c.tools.get(tool).map(String::as_str))
                 .collect();
             for digest in shown {
@@ -945,22 +1104,22 @@ fn sd2(history: &[HistoryEntry]) -> Vec<Violation> {
 /// instance that existed before the notification is refused with zero
 /// handler calls, and that instance's sealed tools never change (no silent
 /// refresh).
-fn sd3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn sd3(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let changed_at: Vec<usize> = drifts(history)
         .iter()
         .filter(|d| matches!(d.change, WorldChange::ToolListChanged))
         .map(|d| d.step)
         .collect();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some(first_change) = changed_at.iter().find(|s| **s < entry.step) else {
             return;
         };
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             if facts
-                .first_seen
-                .get(call.instance)
-                .is_some_and(|s| s < first_change)
+                .first_seen(call.instance)
+                .is_some_and(|s| s < *first_change)
             {
                 let why = format!(
                     "the tool list changed at step {first_change} and no new receipt sealed it again"
@@ -971,11 +1130,9 @@ fn sd3(history: &[HistoryEntry]) -> Vec<Violation> {
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
                 let sealed = facts
-                    .ceilings
-                    .get(instance.id.as_str())
-                    .copied()
+                    .ceiling(instance.id.as_str())
                     .or_else(|| {
-                        creations(entry)
+                        creation_attempt(entry)
                             .into_iter()
                             .filter(|c| c.created() == Some(instance.id.as_str()))
                             .find_map(|c| c.result.effective.as_ref())
@@ -999,11 +1156,12 @@ fn sd3(history: &[HistoryEntry]) -> Vec<Violation> {
 /// SD4. After a tool was removed, no call of it runs; after a
 /// description-only redefinition, a call by an instance that sealed the old
 /// definition is refused. Both with zero handler calls.
-fn sd4(history: &[HistoryEntry]) -> Vec<Violation> {
+fn sd4(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let changes = drifts(history);
-    walk(history, |facts, entry| {
-        for call in tool_calls(entry) {
+    run.walk(|facts, entry| {
+        if let Some(call) = tool_call_in(entry) {
             // Only the tool's latest change counts: a removal followed by the
             // tool being served again is not drift for an instance sealed after it.
             let latest = changes.iter().filter(|d| d.step < entry.step).rev().find(|d| {
@@ -1037,10 +1195,11 @@ fn sd4(history: &[HistoryEntry]) -> Vec<Violation> {
 /// not hold (or one removed or redefined since the parent sealed it) is not
 /// successful; and a created child seals every tool with exactly its
 /// parent's digest.
-fn sd5(history: &[HistoryEntry]) -> Vec<Violation> {
+fn sd5(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let changes = drifts(history);
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some((action, Some(result))) = action_of(entry) else {
             return;
         };
@@ -1051,7 +1210,7 @@ fn sd5(history: &[HistoryEntry]) -> Vec<Violation> {
             } => (parent.as_str(), request),
             _ => return,
         };
-        let Some(parent_ceiling) = facts.ceilings.get(parent) else {
+        let Some(parent_ceiling) = facts.ceiling(parent) else {
             return;
         };
         for tool in request.authority.tools.iter().flatten() {
@@ -1124,7 +1283,7 @@ fn needed_approval(
     if call.report.is_some_and(|r| r.approval.is_some()) {
         return true;
     }
-    match (facts.ceilings.get(call.instance), classes.get(call.tool)) {
+    match (facts.ceiling(call.instance), classes.get(call.tool)) {
         (Some(ceiling), Some(class)) => {
             eligibility(&ceiling.approval_policy, &ceiling.sandbox, *class)
                 == Eligibility::Approvable
@@ -1138,13 +1297,14 @@ fn needed_approval(
 /// not run and the tool server sees no handler call for it (each such call
 /// uses up one armed failure when a count was given); and no observation
 /// ever shows a dispatched approval without a committed decision.
-fn pg1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn pg1(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let classes = tool_classes(history);
     // None: not armed; Some(None): until cleared; Some(Some(n)): n more failures.
     let mut armed: Option<Option<u32>> = None;
-    walk(history, |facts, entry| {
-        for call in tool_calls(entry) {
+    run.walk(|facts, entry| {
+        if let Some(call) = tool_call_in(entry) {
             let fault_live = !matches!(armed, None | Some(Some(0)));
             if fault_live && needed_approval(facts, &classes, &call) {
                 if facts.auto_approve {
@@ -1197,7 +1357,8 @@ fn pg1(history: &[HistoryEntry]) -> Vec<Violation> {
 /// PG2. An approval is answered successfully at most once (a second answer,
 /// or an answer to one already decided, is refused); its observed decision
 /// never changes or vanishes; and at most one executed call cites it.
-fn pg2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn pg2(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut answered: BTreeMap<&str, usize> = BTreeMap::new();
     let mut decisions: BTreeMap<&str, (Decision, usize)> = BTreeMap::new();
@@ -1222,7 +1383,7 @@ fn pg2(history: &[HistoryEntry]) -> Vec<Violation> {
             }
             answered.entry(request).or_insert(entry.step);
         }
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             if let (true, Some(approval)) = (
                 call.executed,
                 call.report.and_then(|r| r.approval.as_deref()),
@@ -1262,10 +1423,10 @@ fn pg2(history: &[HistoryEntry]) -> Vec<Violation> {
 /// says is approvable: an allow of a class it denies is a widening by
 /// whoever decided, and a policy allow of a class that runs unasked shows an
 /// approval path the manual one does not have.
-fn pg3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn pg3(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some(observed) = observed_of(entry) else {
             return;
         };
@@ -1276,7 +1437,7 @@ fn pg3(history: &[HistoryEntry]) -> Vec<Violation> {
             let ceiling = observed
                 .instance(&approval.instance)
                 .map(|i| &i.ceiling)
-                .or_else(|| facts.ceilings.get(approval.instance.as_str()).copied());
+                .or_else(|| facts.ceiling(approval.instance.as_str()));
             let Some(ceiling) = ceiling else { continue };
             let verdict = eligibility(&ceiling.approval_policy, &ceiling.sandbox, approval.class);
             let wrong = match verdict {
@@ -1308,17 +1469,16 @@ fn pg3(history: &[HistoryEntry]) -> Vec<Violation> {
 /// PG4. An instance whose ceiling has a bounded approval policy never has an
 /// approval request in any observation, and none of its calls ends pending
 /// approval. (That clarification questions still pass is not observable here.)
-fn pg4(history: &[HistoryEntry]) -> Vec<Violation> {
+fn pg4(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let bounded = |instance: &str| {
             facts
-                .ceilings
-                .get(instance)
+                .ceiling(instance)
                 .is_some_and(|c| c.approval_policy.is_bounded())
         };
-        for call in tool_calls(entry) {
+        if let Some(call) = tool_call_in(entry) {
             if bounded(call.instance)
                 && call
                     .report
@@ -1357,7 +1517,8 @@ fn pg4(history: &[HistoryEntry]) -> Vec<Violation> {
 /// before stays listed with its decision; an approval raised while it is off
 /// (cited by a call in a step while off, or first listed after an
 /// observation taken while off that lacked it) is never decided by policy.
-fn pg5(history: &[HistoryEntry]) -> Vec<Violation> {
+fn pg5(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut decisions: BTreeMap<&str, Decision> = BTreeMap::new();
     let mut kept_from_before_off: BTreeMap<&str, Decision> = BTreeMap::new();
@@ -1366,7 +1527,7 @@ fn pg5(history: &[HistoryEntry]) -> Vec<Violation> {
     let mut raised_while_off: BTreeSet<&str> = BTreeSet::new();
     for entry in history {
         if off_since.is_some() {
-            for call in tool_calls(entry) {
+            if let Some(call) = tool_call_in(entry) {
                 if let Some(approval) = call.report.and_then(|r| r.approval.as_deref()) {
                     raised_while_off.insert(approval);
                 }
@@ -1437,31 +1598,28 @@ fn pg5(history: &[HistoryEntry]) -> Vec<Violation> {
 /// its tool; and a direct call that needed approval and ran without one
 /// while grants existed for that tool ran on a grant with exactly its
 /// arguments digest.
-fn pg6(history: &[HistoryEntry]) -> Vec<Violation> {
+fn pg6(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let classes = tool_classes(history);
     let mut gone: BTreeMap<&str, String> = BTreeMap::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
-        for call in tool_calls(entry) {
-            let (Some(arguments), true) = (call.arguments, call.executed) else {
-                continue;
-            };
-            if call.report.is_some_and(|r| r.approval.is_some())
-                || !needed_approval(facts, &classes, &call)
-            {
-                continue;
-            }
+    run.walk(|facts, entry| {
+        if let Some(call) = tool_call_in(entry)
+            && let (Some(arguments), true) = (call.arguments, call.executed)
+            && !call.report.is_some_and(|r| r.approval.is_some())
+            && needed_approval(facts, &classes, &call)
+        {
             let grants: Vec<&ObservedGrant> = facts
                 .last_observed
                 .iter()
                 .flat_map(|o| &o.grants)
                 .filter(|g| g.instance == call.instance && g.tool == call.tool)
                 .collect();
-            let Ok(digest) = digest_value(arguments) else {
-                continue;
-            };
-            if !grants.is_empty() && !grants.iter().any(|g| g.arguments_digest == digest) {
+            if !grants.is_empty()
+                && let Ok(digest) = digest_value(arguments)
+                && !grants.iter().any(|g| g.arguments_digest == digest)
+            {
                 out.push(violation(
                     InvariantId::PG6,
                     entry.step,
@@ -1478,8 +1636,7 @@ fn pg6(history: &[HistoryEntry]) -> Vec<Violation> {
                     .filter(|s| *s == LifecycleState::Completed || s.is_terminal())
                     .map(|s| format!("its instance is {s:?}"));
                 let sealed = facts
-                    .ceilings
-                    .get(grant.instance.as_str())
+                    .ceiling(grant.instance.as_str())
                     .and_then(|c| c.tools.get(&grant.tool));
                 let wrong_digest = sealed.filter(|d| **d != grant.tool_digest).map(|d| {
                     format!(
@@ -1520,19 +1677,52 @@ fn pg6(history: &[HistoryEntry]) -> Vec<Violation> {
 // CE: ceilings
 // ---------------------------------------------------------------------------
 
+/// [`Authority::axes_exceeding`] for ceilings that are observed again at
+/// every step, remembering per pair of instances the last pair of values
+/// found within bounds: the comparison builds the approval policies' class
+/// sets on every call, and re-comparing unchanged values was the largest
+/// cost of CE1 and CE2. A changed value on either side is compared afresh.
+#[derive(Default)]
+struct WithinBounds<'h> {
+    last_within: BTreeMap<(&'h str, &'h str), (&'h Authority, &'h Authority)>,
+}
+
+impl<'h> WithinBounds<'h> {
+    fn axes_exceeding(
+        &mut self,
+        (subject, authority): (&'h str, &'h Authority),
+        (bound_by, bound): (&'h str, &'h Authority),
+    ) -> Vec<Axis> {
+        if self
+            .last_within
+            .get(&(subject, bound_by))
+            .is_some_and(|(a, b)| *a == authority && *b == bound)
+        {
+            return Vec::new();
+        }
+        let axes = authority.axes_exceeding(bound);
+        if axes.is_empty() {
+            self.last_within
+                .insert((subject, bound_by), (authority, bound));
+        }
+        axes
+    }
+}
+
 /// CE1. Every child (observed with its parent, or created by a successful
 /// delegation) has a ceiling at most its parent's, on every axis.
-fn ce1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ce1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
+    let mut within = WithinBounds::default();
+    run.walk(|facts, entry| {
         let mut pairs: Vec<(&str, &Authority, &str, &Authority)> = Vec::new();
-        for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+        for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
             if let (Some(child), Some(parent), Some(effective)) = (
                 creation.created(),
                 creation.from,
                 &creation.result.effective,
-            ) && let Some(parent_ceiling) = facts.ceilings.get(parent)
+            ) && let Some(parent_ceiling) = facts.ceiling(parent)
             {
                 pairs.push((child, effective, parent, parent_ceiling));
             }
@@ -1545,14 +1735,14 @@ fn ce1(history: &[HistoryEntry]) -> Vec<Violation> {
                 let parent_ceiling = observed
                     .instance(parent)
                     .map(|p| &p.ceiling)
-                    .or_else(|| facts.ceilings.get(parent).copied());
+                    .or_else(|| facts.ceiling(parent));
                 if let Some(parent_ceiling) = parent_ceiling {
                     pairs.push((&child.id, &child.ceiling, parent, parent_ceiling));
                 }
             }
         }
         for (child, ceiling, parent, parent_ceiling) in pairs {
-            let axes = ceiling.axes_exceeding(parent_ceiling);
+            let axes = within.axes_exceeding((child, ceiling), (parent, parent_ceiling));
             if !axes.is_empty() && reported.insert(child) {
                 out.push(violation(
                     InvariantId::CE1,
@@ -1569,14 +1759,15 @@ fn ce1(history: &[HistoryEntry]) -> Vec<Violation> {
 /// CE2. An instance's ceiling never changes between observations (restarts
 /// included); every instance is below every ancestor, not only its parent;
 /// and a resumed or forked instance answers an authority at most the sealed one.
-fn ce2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ce2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
+    let mut within = WithinBounds::default();
+    run.walk(|facts, entry| {
         if let Some((Action::Resume { instance } | Action::Fork { instance }, result)) =
             ok_result(entry)
             && let (Some(effective), Some(sealed)) =
-                (&result.effective, facts.ceilings.get(instance.as_str()))
+                (&result.effective, facts.ceiling(instance.as_str()))
             && !effective.leq(sealed)
         {
             out.push(violation(
@@ -1591,11 +1782,9 @@ fn ce2(history: &[HistoryEntry]) -> Vec<Violation> {
         };
         for instance in &observed.instances {
             let sealed = facts
-                .ceilings
-                .get(instance.id.as_str())
-                .copied()
+                .ceiling(instance.id.as_str())
                 .or_else(|| {
-                    creations(entry)
+                    creation_attempt(entry)
                         .into_iter()
                         .filter(|c| c.created() == Some(instance.id.as_str()))
                         .find_map(|c| c.result.effective.as_ref())
@@ -1616,24 +1805,28 @@ fn ce2(history: &[HistoryEntry]) -> Vec<Violation> {
                 ));
             }
             // The direct parent is CE1's; walk from the grandparent up, guarding against cycles.
-            let mut seen = BTreeSet::from([instance.id.as_str()]);
+            // A list, not a set: most instances have no grandparent, and an
+            // empty list costs no allocation.
+            let mut seen = Vec::new();
             let parent_of = |id: &str| {
                 observed
                     .instance(id)
                     .and_then(|i| i.parent.as_deref())
-                    .or_else(|| facts.parents.get(id).copied())
+                    .or_else(|| facts.parent(id))
             };
             let mut ancestor = instance.parent.as_deref().and_then(parent_of);
             while let Some(id) = ancestor {
-                if !seen.insert(id) {
+                if id == instance.id || seen.contains(&id) {
                     break;
                 }
+                seen.push(id);
                 let ceiling = observed
                     .instance(id)
                     .map(|i| &i.ceiling)
-                    .or_else(|| facts.ceilings.get(id).copied());
+                    .or_else(|| facts.ceiling(id));
                 if let Some(ceiling) = ceiling {
-                    let axes = instance.ceiling.axes_exceeding(ceiling);
+                    let axes = within
+                        .axes_exceeding((&instance.id, &instance.ceiling), (id, ceiling));
                     if !axes.is_empty() && reported.insert((instance.id.as_str(), "ancestor")) {
                         out.push(violation(
                             InvariantId::CE2,
@@ -1653,10 +1846,10 @@ fn ce2(history: &[HistoryEntry]) -> Vec<Violation> {
 /// CE3. A child's ceiling (and a record's effective authority) stays within
 /// every axis its delegation requested and within its role's default from
 /// the configuration: a narrower role default or request wins.
-fn ce3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ce3(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some(observed) = observed_of(entry) else {
             return;
         };
@@ -1704,14 +1897,14 @@ fn ce3(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// CE4. In strict mode no delegation creates, and no observation shows, a
 /// child with a full-access sandbox.
-fn ce4(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ce4(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         if !facts.strict_mode() {
             return;
         }
-        let mut children: Vec<(&str, &Sandbox)> = creations(entry)
+        let mut children: Vec<(&str, &Sandbox)> = creation_attempt(entry)
             .iter()
             .filter(|c| c.is_delegation())
             .filter_map(|c| Some((c.created()?, &c.result.effective.as_ref()?.sandbox)))
@@ -1837,7 +2030,8 @@ fn refuse_capability_call(
 /// that tool is on the allowlist of a capability the host issued: any other
 /// handler call in its step is a violation, and a refusal of a tool outside
 /// the allowlist or of an unknown credential says `capability_denied`.
-fn ce5(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ce5(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let issued = capabilities(history);
     for entry in history {
@@ -1876,7 +2070,8 @@ fn ce5(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// CE6. Every allowed delegation record (transition `delegate`, `consume` or
 /// `spawn`, with a child) records both the requested and the effective authority.
-fn ce6(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ce6(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut reported = BTreeSet::new();
     for entry in history {
@@ -1983,7 +2178,8 @@ fn must_refuse_consume(
 }
 
 /// RC1. A receipt id admits at most one instance: at most one successful consume per id.
-fn rc1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rc1(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut won: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in history {
@@ -2011,10 +2207,11 @@ fn rc1(history: &[HistoryEntry]) -> Vec<Violation> {
 /// RC2. A consume at a clock at or past the receipt's `expires_at` (the
 /// issued one, or the presented one for a receipt the run did not issue) is
 /// not successful.
-fn rc2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rc2(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let issued = issued_receipts(history);
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some(c) = consume(entry) else { return };
         let id = presented_receipt_id(c.receipt);
         let expires_at = id
@@ -2041,7 +2238,8 @@ fn rc2(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// RC3. A consume presented by another parent than the receipt was prepared
 /// for, or with another spawn request, is not successful.
-fn rc3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rc3(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let issued = issued_receipts(history);
     for entry in history {
@@ -2073,7 +2271,8 @@ fn rc3(history: &[HistoryEntry]) -> Vec<Violation> {
 /// RC4. A consume presenting a receipt that differs in any field from the one
 /// the host issued (or one it never issued) is not successful; and a receipt
 /// once observed consumed stays listed as consumed, across restarts.
-fn rc4(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rc4(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let issued = issued_receipts(history);
     let mut tombstones: BTreeMap<&str, usize> = BTreeMap::new();
@@ -2163,10 +2362,11 @@ fn may_consult_authorizer(entry: &HistoryEntry) -> bool {
 /// authorizer called in its own step (or, for a consume, when its receipt
 /// was prepared); and the authorizer is never called in a step that cannot
 /// create a child (so never after the child exists).
-fn ea1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ea1(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let issued = issued_receipts(history);
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let calls = entry.evidence.authorizer_calls;
         if calls > 0 && !may_consult_authorizer(entry) {
             out.push(violation(
@@ -2179,7 +2379,7 @@ fn ea1(history: &[HistoryEntry]) -> Vec<Violation> {
         if !facts.authorizer_required() {
             return;
         }
-        for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+        for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
             let Some(child) = creation.created() else {
                 continue;
             };
@@ -2241,17 +2441,17 @@ fn deciding_behaviour<'h>(
 /// way this invariant forbids a child for (deny, timeout, unavailable,
 /// malformed, unsupported version for EA2; replayed, expired or mismatched
 /// authorization receipt, or a late allow for EA4), no delegation succeeds.
-fn ea_forbidden_child(id: InvariantId, history: &[HistoryEntry]) -> Vec<Violation> {
+fn ea_forbidden_child(id: InvariantId, run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let scripts = authorizer_scripts(history);
     let issued = issued_receipts(history);
-    let mut facts = Facts::default();
     for (index, entry) in history.iter().enumerate() {
-        if facts.authorizer_required()
+        if run.facts_before(index).authorizer_required()
             && let Some(behaviour) = deciding_behaviour(history, &scripts, &issued, index)
             && behaviour.forbids_child() == Some(id)
         {
-            for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+            for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
                 if let Some(child) = creation.created() {
                     out.push(violation(
                         id,
@@ -2262,7 +2462,6 @@ fn ea_forbidden_child(id: InvariantId, history: &[HistoryEntry]) -> Vec<Violatio
                 }
             }
         }
-        facts.learn(entry);
     }
     out
 }
@@ -2270,17 +2469,17 @@ fn ea_forbidden_child(id: InvariantId, history: &[HistoryEntry]) -> Vec<Violatio
 /// EA3. A widening or unsupported constraint from the authorizer admits no
 /// child (as EA2/EA4 for `allow_widening`); a child admitted under narrowing
 /// constraints stays within them on every constrained axis.
-fn ea3(history: &[HistoryEntry]) -> Vec<Violation> {
-    let mut out = ea_forbidden_child(InvariantId::EA3, history);
+fn ea3(run: &Run) -> Vec<Violation> {
+    let history = run.history;
+    let mut out = ea_forbidden_child(InvariantId::EA3, run);
     let scripts = authorizer_scripts(history);
     let issued = issued_receipts(history);
-    let mut facts = Facts::default();
     for (index, entry) in history.iter().enumerate() {
-        if facts.authorizer_required()
+        if run.facts_before(index).authorizer_required()
             && let Some(AuthorizerBehaviour::AllowNarrowed { constraint }) =
                 deciding_behaviour(history, &scripts, &issued, index)
         {
-            for creation in creations(entry).iter().filter(|c| c.is_delegation()) {
+            for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
                 if let (Some(child), Some(effective)) =
                     (creation.created(), &creation.result.effective)
                 {
@@ -2296,7 +2495,6 @@ fn ea3(history: &[HistoryEntry]) -> Vec<Violation> {
                 }
             }
         }
-        facts.learn(entry);
     }
     out
 }
@@ -2304,7 +2502,8 @@ fn ea3(history: &[HistoryEntry]) -> Vec<Violation> {
 /// EA5. No approval is listed as decided by a person unless a person (the
 /// harness) answered it, and no decision record of a child whose creation
 /// consulted the authorizer says a person decided.
-fn ea5(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ea5(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut answered: BTreeSet<&str> = BTreeSet::new();
     let mut externally_allowed: BTreeSet<&str> = BTreeSet::new();
@@ -2314,7 +2513,7 @@ fn ea5(history: &[HistoryEntry]) -> Vec<Violation> {
             answered.insert(request);
         }
         if entry.evidence.authorizer_calls > 0 {
-            externally_allowed.extend(creations(entry).iter().filter_map(Creation::created));
+            externally_allowed.extend(creation_attempt(entry).iter().filter_map(Creation::created));
         }
         let Some(observed) = observed_of(entry) else {
             continue;
@@ -2364,9 +2563,9 @@ fn is_settled(state: LifecycleState) -> bool {
 /// on its deadline only when the clock has reached it and the instance was
 /// not already completed or terminal; it wakes on an event only when the
 /// instance is then completed or terminal.
-fn lw1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn lw1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some((Action::Wait { instance, deadline }, result)) = action_of(entry) else {
             return;
         };
@@ -2379,7 +2578,7 @@ fn lw1(history: &[HistoryEntry]) -> Vec<Violation> {
                 json!({"model_requests": entry.evidence.model_requests}),
             ));
         }
-        let before = facts.states.get(instance.as_str()).copied();
+        let before = facts.state(instance.as_str());
         let after = observed_of(entry)
             .and_then(|o| o.instance(instance))
             .map(|i| i.state)
@@ -2412,7 +2611,8 @@ fn lw1(history: &[HistoryEntry]) -> Vec<Violation> {
 /// LW2. Between consecutive observations (restarts included) every
 /// instance's state change is an allowed transition; and a delivery of an
 /// event id already delivered successfully is refused with `event_replayed`.
-fn lw2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn lw2(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut delivered: BTreeMap<&str, usize> = BTreeMap::new();
     let mut previous: Option<&Observed> = None;
@@ -2459,16 +2659,16 @@ fn lw2(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// Runs `judge` on every capability call with the capability its secret names.
 fn each_capability_call<'h>(
-    history: &'h [HistoryEntry],
+    run: &Run<'h>,
     mut judge: impl FnMut(
-        &Facts<'h>,
+        &Facts<'_, 'h>,
         &'h HistoryEntry,
         &CapabilityCallSeen<'h>,
         Option<&Capability<'h>>,
     ),
 ) {
-    let issued = capabilities(history);
-    walk(history, |facts, entry| {
+    let issued = capabilities(run.history);
+    run.walk(|facts, entry| {
         if let Some(call) = capability_call(entry) {
             let capability = issued
                 .get(call.secret)
@@ -2480,9 +2680,9 @@ fn each_capability_call<'h>(
 
 /// TC1. A capability call presenting a secret with another task or agent
 /// than the capability was issued for is refused with zero handler calls.
-fn tc1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tc1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
-    each_capability_call(history, |_, entry, call, capability| {
+    each_capability_call(run, |_, entry, call, capability| {
         if let Some(c) = capability
             && (c.task != call.task || c.agent != call.agent)
         {
@@ -2498,7 +2698,8 @@ fn tc1(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// TC2. A capability call of a tool outside the allowlist, or after the
 /// capability was successfully revoked, is refused with zero handler calls.
-fn tc2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tc2(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut revoked: BTreeMap<&str, usize> = BTreeMap::new();
     for entry in history {
@@ -2506,7 +2707,7 @@ fn tc2(history: &[HistoryEntry]) -> Vec<Violation> {
             revoked.entry(capability).or_insert(entry.step);
         }
     }
-    each_capability_call(history, |_, entry, call, capability| {
+    each_capability_call(run, |_, entry, call, capability| {
         let Some(c) = capability else { return };
         if let Some(at) = revoked.get(c.id).filter(|at| **at < entry.step) {
             let why = format!("capability `{}` was revoked at step {at}", c.id);
@@ -2525,9 +2726,10 @@ fn tc2(history: &[HistoryEntry]) -> Vec<Violation> {
 /// TC3. A capability call at a clock at or past the capability's expiry is
 /// refused with zero handler calls, and the host never lists the capability
 /// with an expiry other than the one issued.
-fn tc3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tc3(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
-    each_capability_call(history, |facts, entry, call, capability| {
+    each_capability_call(run, |facts, entry, call, capability| {
         if let Some(c) = capability
             && facts.now >= c.expires_at
         {
@@ -2561,9 +2763,15 @@ fn tc3(history: &[HistoryEntry]) -> Vec<Violation> {
 /// call's arguments; the one exception is the token of the answer that
 /// issued a host-generated secret. A harness-chosen secret (the canary) is
 /// never echoed at all.
-fn tc4(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tc4(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let issued = capabilities(history);
+    // With no secret handed out there is nothing to look for, and writing
+    // out every answer and observation would cost more than every other checker.
+    if issued.is_empty() {
+        return out;
+    }
     for entry in history {
         let mut texts: Vec<(&str, String)> = Vec::new();
         if let Some((_, Some(result))) = action_of(entry) {
@@ -2627,7 +2835,8 @@ fn dispatches_tools(entry: &HistoryEntry) -> bool {
 /// observation) runs that tool's handler again; and a capability call
 /// retried with the `call_id` of one whose handler already ran runs no
 /// handler.
-fn tc5(history: &[HistoryEntry]) -> Vec<Violation> {
+fn tc5(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     let mut delivery_failing = false;
     let mut completed: BTreeMap<&str, usize> = BTreeMap::new();
@@ -2729,7 +2938,8 @@ fn restarts(history: &[HistoryEntry]) -> Vec<RestartView<'_>> {
 /// instance is still listed with the same ceiling and, if terminal, the same
 /// state; consumed receipts stay consumed; decided approvals keep their
 /// decision; no grant survives; and the restart itself runs no handler.
-fn rs1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rs1(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     for (restart, before, after) in restarts(history) {
         if !restart.evidence.handler_calls.is_empty() {
@@ -2827,7 +3037,8 @@ fn rs1(history: &[HistoryEntry]) -> Vec<Violation> {
 /// no decision; an instance closed before is listed closed after; and a
 /// successful resume of an instance that existed before the restart answers
 /// its pre-restart ceiling.
-fn rs2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rs2(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     for (restart, before, after) in restarts(history) {
         let Some(before) = before else { continue };
@@ -2894,7 +3105,8 @@ fn rs2(history: &[HistoryEntry]) -> Vec<Violation> {
 /// RS3. After a restart, no approval is dispatched that was not already
 /// dispatched before it (a crash between commit and dispatch leaves it
 /// decided, not silently sent), and none is dispatched without a decision.
-fn rs3(history: &[HistoryEntry]) -> Vec<Violation> {
+fn rs3(run: &Run) -> Vec<Violation> {
+    let history = run.history;
     let mut out = Vec::new();
     for (restart, before, after) in restarts(history) {
         let Some((step, after)) = after else { continue };
@@ -2947,11 +3159,11 @@ fn is_high_risk(risk: &str) -> bool {
 /// The host says so once: an approval request raised under automatic
 /// approval for such an instance is named by exactly one
 /// `strict_review_required` record, and no request by more than one.
-fn ar1(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ar1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut decided: BTreeSet<&str> = BTreeSet::new();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         let Some(observed) = observed_of(entry) else {
             return;
         };
@@ -2999,7 +3211,7 @@ fn ar1(history: &[HistoryEntry]) -> Vec<Violation> {
             let risk = observed
                 .instance(&approval.instance)
                 .and_then(|i| i.risk.as_deref())
-                .or_else(|| facts.risks.get(approval.instance.as_str()).copied());
+                .or_else(|| facts.risk(approval.instance.as_str()));
             if let Some(risk) = risk.filter(|r| is_high_risk(r))
                 && approval.decided_by == Some(DecidedBy::Policy)
             {
@@ -3017,21 +3229,21 @@ fn ar1(history: &[HistoryEntry]) -> Vec<Violation> {
 
 /// AR2. A forked instance is first observed with its source's latest risk,
 /// and a resumed instance keeps the risk it had before the resume.
-fn ar2(history: &[HistoryEntry]) -> Vec<Violation> {
+fn ar2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut expected: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-    walk(history, |facts, entry| {
+    run.walk(|facts, entry| {
         match ok_result(entry) {
             Some((Action::Fork { instance }, result)) => {
                 if let (Some(risk), Some(child)) = (
-                    facts.risks.get(instance.as_str()),
+                    facts.risk(instance.as_str()),
                     result.instance.as_deref(),
                 ) {
                     expected.insert(child, (risk, entry.step));
                 }
             }
             Some((Action::Resume { instance }, _)) => {
-                if let Some(risk) = facts.risks.get(instance.as_str()) {
+                if let Some(risk) = facts.risk(instance.as_str()) {
                     expected.insert(instance, (risk, entry.step));
                 }
             }

@@ -555,6 +555,20 @@ impl HostState {
 
     /// The sealed tools whose live definitions still match: all the model may be shown (SD2).
     pub fn model_visible_tools(&self, instance: &str, live: &LiveTools) -> Vec<Value> {
+        self.model_visible_definitions(instance, live)
+            .into_iter()
+            .map(|d| d.raw.clone())
+            .collect()
+    }
+
+    /// The definitions behind [`HostState::model_visible_tools`], already
+    /// digested: re-digesting what the model is shown costs two canonical
+    /// JSON writes and hashes per tool per turn.
+    pub fn model_visible_definitions<'l>(
+        &self,
+        instance: &str,
+        live: &'l LiveTools,
+    ) -> Vec<&'l ToolDefinition> {
         let Some(inst) = self.instances.get(instance) else {
             return vec![];
         };
@@ -570,7 +584,6 @@ impl HostState {
                 live.get(name)
                     .filter(|d| by_name || self.defect_tool_digest(d) == *digest)
             })
-            .map(|d| d.raw.clone())
             .collect()
     }
 

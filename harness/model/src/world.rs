@@ -71,14 +71,15 @@ impl World {
         }
     }
 
-    /// The live tool list; a `list_changed` whose invalidation cannot be
-    /// committed refuses the action and stays pending, as the reference host does.
-    fn live(&mut self) -> Result<LiveTools, crate::state::Denial> {
+    /// Brings the live tool list up to date; a `list_changed` whose
+    /// invalidation cannot be committed refuses the action and stays pending,
+    /// as the reference host does.
+    fn live(&mut self) -> Result<(), crate::state::Denial> {
         if self.list_changed_pending {
             self.state.tool_list_changed(&mut self.journal)?;
             self.list_changed_pending = false;
         }
-        Ok(self.tools.clone())
+        Ok(())
     }
 
     /// Applies one change to the simulated observers and records it.
@@ -91,9 +92,6 @@ impl World {
                 definition,
                 announce,
             } => {
-                let digest = ToolDefinition::from_value(definition.clone())
-                    .map(|d| d.digest)
-                    .unwrap_or_default();
                 let description_only = self.tools.get(&name).is_some_and(|old| {
                     let mut a = old.raw.clone();
                     let mut b = definition.clone();
@@ -101,12 +99,18 @@ impl World {
                     b["description"] = Value::Null;
                     a == b
                 });
+                // Digested once, for the record and the listing alike: each
+                // digest is a canonical JSON write and two hashes.
+                let redefined = ToolDefinition::from_value(definition);
                 recorded.push(Some(WorldChange::ToolRedefined {
                     tool: name.clone(),
-                    digest,
+                    digest: redefined
+                        .as_ref()
+                        .map(|d| d.digest.clone())
+                        .unwrap_or_default(),
                     description_only,
                 }));
-                match ToolDefinition::from_value(definition) {
+                match redefined {
                     Ok(d) => {
                         self.tools.insert(name, d);
                     }
@@ -184,10 +188,19 @@ impl World {
     }
 
     fn perform(&mut self, action: &Action) -> ActionResult {
-        let live = match self.live() {
-            Ok(live) => live,
-            Err(d) => return d.into(),
-        };
+        if let Err(d) = self.live() {
+            return d.into();
+        }
+        // Lent rather than cloned: no action changes the tool server's list,
+        // and a clone of every definition, JSON values and all, per action
+        // was among the largest allocation costs of the fuzz target.
+        let live = std::mem::take(&mut self.tools);
+        let result = self.perform_with(action, &live);
+        self.tools = live;
+        result
+    }
+
+    fn perform_with(&mut self, action: &Action, live: &LiveTools) -> ActionResult {
         let j = &mut self.journal;
         match action {
             Action::Configure(c) => self.state.configure(j, c.clone()),
@@ -387,14 +400,10 @@ impl World {
             .model_requests
             .entry(instance.to_string())
             .or_default() += 1;
-        let visible = self.state.model_visible_tools(instance, live);
+        let visible = self.state.model_visible_definitions(instance, live);
         self.evidence.model_visible_tools.insert(
             instance.to_string(),
-            visible
-                .iter()
-                .filter_map(|t| ToolDefinition::from_value(t.clone()).ok())
-                .map(|d| d.digest)
-                .collect(),
+            visible.iter().map(|d| d.digest.clone()).collect(),
         );
         let reply = self
             .replies
