@@ -2532,7 +2532,10 @@ fn ea5(run: &Run) -> Vec<Violation> {
             }
         }
         for record in &observed.records {
+            // Only a creation can be credited: the child's own later
+            // approvals, answered by a person, are records about it too.
             if record.decided_by == Some(DecidedBy::Person)
+                && record.created_instances_delta > 0
                 && let Some(child) = record
                     .child
                     .as_deref()

@@ -1047,3 +1047,57 @@ fn ar2(bad: bool) -> Vec<HistoryEntry> {
         .observe(observed(vec![root, fork]))
         .build()
 }
+
+/// EA5's record half: a creation the external authorizer allowed must not be
+/// credited to a person, while the same child's own tool approval, which a
+/// person did answer, is recorded about that child without being a creation.
+#[test]
+fn ea5_tells_a_creation_credited_to_a_person_from_the_childs_own_approval() {
+    let record = |transition: &str, delta: u32, approval: Option<&str>| DecisionRecord {
+        seq: 7,
+        transition: transition.into(),
+        parent: Some("root".into()),
+        child: Some("c1".into()),
+        requested_role: None,
+        requested: None,
+        effective: None,
+        allowed: true,
+        deny_reasons: vec![],
+        receipt_ids: vec![],
+        decided_by: Some(DecidedBy::Person),
+        approval: approval.map(Into::into),
+        created_instances_delta: delta,
+    };
+    let history = |r: DecisionRecord| {
+        H::new()
+            .then(start_root)
+            .act(delegate("root"), created("c1", child_authority()))
+            .authorizer_calls(1)
+            .act(answer("a1", Decision::Allow), ActionResult::ok())
+            .observe(Observed {
+                records: vec![r],
+                ..observed(vec![
+                    inst("root", None, LifecycleState::Running, root_authority()),
+                    inst(
+                        "c1",
+                        Some("root"),
+                        LifecycleState::Running,
+                        child_authority(),
+                    ),
+                ])
+            })
+            .build()
+    };
+    let credited = check(InvariantId::EA5, &history(record("delegate", 1, None)));
+    assert_eq!(credited.len(), 1, "{credited:#?}");
+    assert!(
+        credited[0]
+            .message
+            .contains("credits a person with the creation of `c1`")
+    );
+    let own_approval = check(
+        InvariantId::EA5,
+        &history(record("approval", 0, Some("a1"))),
+    );
+    assert!(own_approval.is_empty(), "{own_approval:#?}");
+}
