@@ -51,6 +51,10 @@ impl Verdict {
             Verdict::Fail => "fail",
             Verdict::Inconclusive { .. } => "inconclusive",
             Verdict::Unsupported { .. } => "unsupported",
+            // A capability the host says it lacks is not a failure, even a listed one.
+            Verdict::KnownFailure { expected, .. } if expected == "unsupported" => {
+                "known-unsupported"
+            }
             Verdict::KnownFailure { .. } => "known-failure",
             Verdict::Stale { .. } => "stale",
             Verdict::Error { .. } => "error",

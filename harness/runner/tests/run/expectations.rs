@@ -116,6 +116,11 @@ async fn a_listed_unsupported_scenario_is_known_but_not_a_security_violation() {
         (1, 0, 0),
         "counted as known unsupported, apart from known failures"
     );
+    assert_eq!(
+        verdict_of(&out.report, FIXTURE).name(),
+        "known-unsupported",
+        "labelled as what it is in the human and Markdown reports"
+    );
 }
 
 #[tokio::test]
