@@ -9,7 +9,7 @@ mod fuzz;
 mod selftest;
 mod shipped_hosts;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -202,10 +202,11 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     let host = match &args.host {
         Some(host) => {
             let cwd = std::env::current_dir().context("cannot read the current directory")?;
-            Some(shipped_hosts::resolve(
-                host,
-                shipped_hosts::find_adapters_dir(&cwd).as_deref(),
-            )?)
+            // Relative to where the run starts when it can be, so a report
+            // names `harness/adapters/...`, not this machine's checkout path.
+            let adapters = shipped_hosts::find_adapters_dir(&cwd)
+                .map(|dir| dir.strip_prefix(&cwd).map(Path::to_path_buf).unwrap_or(dir));
+            Some(shipped_hosts::resolve(host, adapters.as_deref())?)
         }
         None => None,
     };
