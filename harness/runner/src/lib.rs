@@ -11,6 +11,7 @@ pub mod checks;
 pub mod events;
 pub mod execute;
 pub mod expectations;
+pub mod fuzz;
 pub mod observers;
 pub mod report;
 pub mod run;

@@ -14,17 +14,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::scenario::{
+    AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, ClockStep, ConsumeReceiptStep,
+    DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef,
+    PrepareReceiptStep, RequestCount, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step,
+    StepAction, Tamper, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, WaitStep,
+};
 use delegation_model::fuzzing::{Driver, Op};
 use delegation_model::world::SimReply;
 use delegation_model::{
     Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, Decision,
     HistoryEntry, InvariantId, Observed, StepKind, Tier, TurnReport, WorldChange,
-};
-use delegation_runner::scenario::{
-    AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, ClockStep, ConsumeReceiptStep,
-    DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef,
-    PrepareReceiptStep, RequestCount, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step,
-    StepAction, Tamper, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, WaitStep,
 };
 use serde_json::json;
 
@@ -151,7 +151,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         t.steps.push(Step {
             action: StepAction::Observe(Empty {}),
             expect: Some(Expect {
-                instances: Some(delegation_runner::scenario::CountExpect { count: 0 }),
+                instances: Some(crate::scenario::CountExpect { count: 0 }),
                 ..Expect::default()
             }),
             note: None,
@@ -718,7 +718,7 @@ impl Translator {
             }
         }
         if everything {
-            expect.instances = Some(delegation_runner::scenario::CountExpect {
+            expect.instances = Some(crate::scenario::CountExpect {
                 count: after.instances.len() as u64,
             });
             for r in &after.receipts {
