@@ -71,3 +71,74 @@ pub fn failing_op(translation: &Translation, step: usize) -> usize {
     let last = translation.origin.len().saturating_sub(1);
     translation.origin.get(step.min(last)).copied().unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use delegation_host::ReferenceLauncher;
+    use delegation_model::{DenyReason, Outcome};
+
+    fn exec() -> ExecOptions {
+        ExecOptions {
+            step_deadline: std::time::Duration::from_secs(10),
+        }
+    }
+
+    /// Runs `ops` against the correct reference host; the translation must be whole and pass.
+    async fn passes(ops: &[Op]) -> Translation {
+        let (t, result) = run_ops(ops, &ReferenceLauncher::default(), &exec()).await;
+        assert_eq!(t.stopped, None, "translated whole: {ops:?}");
+        assert!(
+            matches!(result, CaseResult::Pass),
+            "{result:?} for {ops:?}\n{}",
+            serde_json::to_string_pretty(&t.scenario).unwrap()
+        );
+        t
+    }
+
+    #[tokio::test]
+    async fn a_model_failure_whose_failed_write_fails_is_refused_alike_by_model_and_host() {
+        // Start leaves the root running, so the turn's only instance write is `failed`.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 1,
+            },
+            Op::Fault { point: 2, times: 0 },
+            Op::Turn {
+                instance: 0,
+                marker: 3,
+            },
+        ];
+        let t = passes(&ops).await;
+        let turn = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+        assert_eq!(turn.outcome, Some(Outcome::Denied));
+        assert_eq!(turn.reason, Some(DenyReason::StoreWriteFailed));
+    }
+
+    #[tokio::test]
+    async fn a_tool_removed_then_served_again_is_called_without_a_drift_finding() {
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 1,
+                tools: 4,
+            },
+            Op::RemoveTool {
+                tool: 2,
+                announce: false,
+            },
+            Op::ChangeTool {
+                tool: 2,
+                announce: false,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        let t = passes(&ops).await;
+        assert_eq!(t.scenario.steps.len(), 5);
+    }
+}
