@@ -148,6 +148,9 @@ impl World {
         let rows = self.journal.rows();
         self.state = HostState::restore(&rows).expect("the model's own journal restores");
         self.crashed = false;
+        // A notification never committed dies with the process that received
+        // it; the restarted host opens a new session and lists afresh.
+        self.list_changed_pending = false;
         self.history.push(HistoryEntry {
             step: self.history.len(),
             kind: StepKind::Restart,
@@ -184,9 +187,31 @@ impl World {
     }
 
     fn perform(&mut self, action: &Action) -> ActionResult {
-        let live = match self.live() {
-            Ok(live) => live,
-            Err(d) => return d.into(),
+        // A pending list_changed is taken in where the reference host takes
+        // it in: by the actions that list the tools, and by an observation,
+        // which answers even when the write fails (it stays pending).
+        let lists_tools = matches!(
+            action,
+            Action::Start(_)
+                | Action::Delegate { .. }
+                | Action::PrepareReceipt { .. }
+                | Action::ConsumeReceipt { .. }
+                | Action::Turn { .. }
+                | Action::ToolCall { .. }
+                | Action::Answer { .. }
+                | Action::CapabilityCall { .. }
+        );
+        let live = if lists_tools {
+            match self.live() {
+                Ok(live) => live,
+                Err(d) => return d.into(),
+            }
+        } else {
+            if matches!(action, Action::Observe) {
+                let _ = self.live();
+            }
+            // Read by none of the other actions.
+            LiveTools::new()
         };
         let j = &mut self.journal;
         match action {
@@ -434,6 +459,10 @@ impl World {
                 r
             }
         };
+        if self.crashed {
+            // A dead host commits nothing more: the turn stays running in its store.
+            return result;
+        }
         if let Err(d) = self.state.finish_turn(&mut self.journal, instance) {
             result.detail = Some(d.detail);
         }

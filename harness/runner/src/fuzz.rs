@@ -141,4 +141,114 @@ mod tests {
         let t = passes(&ops).await;
         assert_eq!(t.scenario.steps.len(), 5);
     }
+
+    #[tokio::test]
+    async fn ids_nobody_issued_are_sent_as_unknown() {
+        let ops = [
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+            Op::Answer {
+                approval: 0,
+                decision: 0,
+            },
+        ];
+        let t = passes(&ops).await;
+        let text = serde_json::to_string(&t.scenario.steps).unwrap();
+        assert_eq!(
+            text.matches(crate::scenario::UNKNOWN_ALIAS).count(),
+            2,
+            "{text}"
+        );
+        let turn = t.scenario.steps[0].expect.as_ref().unwrap();
+        assert_eq!(turn.reason, Some(DenyReason::InstanceUnknown));
+    }
+
+    #[tokio::test]
+    async fn the_crash_fault_kills_the_host_and_the_restart_shows_what_was_committed() {
+        // Automatic approval decides the model's tool call and the host dies before dispatch.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 1,
+                tools: 4,
+            },
+            Op::Auto { enabled: true },
+            Op::Fault { point: 6, times: 0 },
+            Op::Turn {
+                instance: 0,
+                marker: 2,
+            },
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+            Op::Restart,
+        ];
+        let t = passes(&ops).await;
+        let keys: Vec<&str> = t.scenario.steps.iter().map(|s| s.action.key()).collect();
+        // The turn while the host is down is the model's too: it answers nothing, so no step.
+        assert_eq!(keys, ["start", "auto", "fault", "turn", "restart"]);
+        let crash = t.scenario.steps[3].expect.as_ref().unwrap();
+        assert!(crash.host_exits);
+        assert_eq!(crash.delta.as_ref().unwrap().handler_calls, Some(0));
+    }
+
+    #[tokio::test]
+    async fn an_announced_change_is_taken_in_before_the_next_step_every_time() {
+        // Right after a restart, the new session must hear it too.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 7,
+            },
+            Op::Restart,
+            Op::ChangeTool {
+                tool: 2,
+                announce: true,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        for _ in 0..3 {
+            let t = passes(&ops).await;
+            let call = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+            assert_eq!(
+                call.tool_call.as_ref().and_then(|c| c.reason),
+                Some(DenyReason::ToolListChanged)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_announcement_whose_invalidation_cannot_be_written_stays_pending() {
+        // Three store faults: the observations after the announcement and
+        // after the clock fail to commit it (and still answer), then the tool
+        // call is refused for it.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 7,
+            },
+            Op::Fault { point: 2, times: 2 },
+            Op::ChangeTool {
+                tool: 0,
+                announce: true,
+            },
+            // Writes no instance, so it neither takes the invalidation in nor uses the fault.
+            Op::Clock { advance: 10 },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        let t = passes(&ops).await;
+        let call = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+        assert_eq!(call.reason, Some(DenyReason::StoreWriteFailed));
+    }
 }
