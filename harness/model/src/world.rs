@@ -37,6 +37,10 @@ pub enum SimChange {
     },
     /// Script the authorizer's next answers.
     Authorizer(AuthorizerAnswer),
+    /// The authorizer allows every request with a fresh receipt bound to
+    /// it, as the harness's scripted authorizer does in its `allow` mode: an
+    /// answer that depends on the request, which a fixed body cannot be.
+    AuthorizerAllows,
 }
 
 pub struct World {
@@ -46,6 +50,10 @@ pub struct World {
     pub tools: LiveTools,
     pub replies: Vec<(String, SimReply)>,
     pub authorizer: AuthorizerAnswer,
+    /// Set by [`SimChange::AuthorizerAllows`]: `authorizer` is then unused.
+    authorizer_allows: bool,
+    /// Receipts the allowing authorizer issued, for fresh ids.
+    authorizer_issued: u64,
     pub history: Vec<HistoryEntry>,
     list_changed_pending: bool,
     evidence: Evidence,
@@ -64,6 +72,8 @@ impl World {
                 .collect(),
             replies,
             authorizer: AuthorizerAnswer::Unavailable("no authorizer scripted".into()),
+            authorizer_allows: false,
+            authorizer_issued: 0,
             history: Vec::new(),
             list_changed_pending: false,
             evidence: Evidence::default(),
@@ -122,7 +132,11 @@ impl World {
                 self.tools.remove(&name);
                 self.list_changed_pending |= announce;
             }
-            SimChange::Authorizer(answer) => self.authorizer = answer,
+            SimChange::Authorizer(answer) => {
+                self.authorizer = answer;
+                self.authorizer_allows = false;
+            }
+            SimChange::AuthorizerAllows => self.authorizer_allows = true,
         }
         if self.list_changed_pending {
             recorded.push(Some(WorldChange::ToolListChanged));
@@ -374,7 +388,18 @@ impl World {
                 AuthorizerAnswer::Unavailable("fault armed".into())
             } else {
                 self.evidence.authorizer_calls += 1;
-                self.authorizer.clone()
+                if self.authorizer_allows {
+                    self.authorizer_issued += 1;
+                    let now = self.state.now;
+                    AuthorizerAnswer::Body(
+                        json!({"version": "1", "decision": "allow", "decided_at": now,
+                               "receipt": {"id": format!("authz-sim-{}", self.authorizer_issued),
+                                           "binding": admission.commitment, "expires_at": now + 60_000}})
+                        .to_string(),
+                    )
+                } else {
+                    self.authorizer.clone()
+                }
             };
             match self.state.apply_authorizer(admission, &answer) {
                 Ok((a, rid)) => (a, Some(rid)),

@@ -251,4 +251,39 @@ mod tests {
         let call = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
         assert_eq!(call.reason, Some(DenyReason::StoreWriteFailed));
     }
+
+    #[tokio::test]
+    async fn an_external_allow_admits_the_child_it_was_asked_about() {
+        let ops = [
+            Op::Start {
+                sandbox: 1,
+                policy: 2,
+                tools: 1,
+            },
+            Op::Authorizer { allow: true },
+            Op::Delegate {
+                parent: 0,
+                sandbox: None,
+                tools: None,
+                role: 0,
+            },
+            Op::Authorizer { allow: false },
+            Op::Delegate {
+                parent: 0,
+                sandbox: None,
+                tools: None,
+                role: 0,
+            },
+        ];
+        let t = passes(&ops).await;
+        let expect = |i: usize| t.scenario.steps[i].expect.as_ref().unwrap();
+        let admitted = expect(2).delta.as_ref().unwrap();
+        assert_eq!(admitted.instances, Some(1), "the allow admits a child");
+        assert_eq!(admitted.authorizer_calls, Some(1));
+        assert_eq!(expect(4).reason, Some(DenyReason::AuthorizerDenied));
+        assert!(
+            t.scenario.setup.configuration.authorizer_required,
+            "the host is told the authorizer is required"
+        );
+    }
 }

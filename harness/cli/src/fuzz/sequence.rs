@@ -17,10 +17,10 @@ use proptest::strategy::{BoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 /// One operation. Weights favour what builds state (start, delegate, turn,
-/// tool call); the authorizer is rare because the first `Authorizer` makes
-/// the whole sequence run with a required authorizer, which refuses every
-/// child. The order matters for shrinking: a union simplifies towards its
-/// earlier alternatives.
+/// tool call); the authorizer is rarer because the first `Authorizer` makes
+/// the whole sequence run with a required authorizer (children are admitted
+/// only while it allows). The order matters for shrinking: a union
+/// simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
     let u = any::<u8>;
@@ -46,7 +46,7 @@ pub fn op() -> BoxedStrategy<Op> {
         4 => Just(Op::Restart),
         3 => (u(), b()).prop_map(|(tool, announce)| Op::ChangeTool { tool, announce }),
         2 => (u(), b()).prop_map(|(tool, announce)| Op::RemoveTool { tool, announce }),
-        1 => b().prop_map(|allow| Op::Authorizer { allow }),
+        2 => b().prop_map(|allow| Op::Authorizer { allow }),
         3 => (u(), u()).prop_map(|(event, instance)| Op::Event { event, instance }),
         3 => u().prop_map(|instance| Op::Wait { instance }),
     ]

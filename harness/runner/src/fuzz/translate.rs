@@ -24,7 +24,7 @@ use crate::scenario::{
 use delegation_model::fuzzing::{Driver, Op};
 use delegation_model::world::SimReply;
 use delegation_model::{
-    Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, Decision,
+    Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, DecidedBy, Decision,
     HistoryEntry, InvariantId, Observed, StepKind, Tier, TurnReport, WorldChange,
 };
 use serde_json::json;
@@ -121,7 +121,9 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         authorizer_required: authorizer,
         ..Configuration::default()
     };
-    let driver = Driver::with_configuration(configuration.clone());
+    let mut driver = Driver::with_configuration(configuration.clone());
+    // The real authorizer's allow is bound to the request; so is the model's.
+    driver.bound_allows = true;
     let setup = setup(&driver, configuration.clone(), authorizer);
     let served = driver.world.tools.keys().cloned().collect();
     let mut t = Translator {
@@ -270,10 +272,9 @@ impl Translator {
                 Ok(())
             }
             Op::Authorizer { allow } => {
-                // The driver's allow carries a receipt bound to no request
-                // ("unknown"): the real authorizer's `mismatched` mode is that answer.
+                // Both allows bind a fresh receipt to the request they answer.
                 let mode = if *allow {
-                    AuthorizerBehaviour::MismatchedReceipt
+                    AuthorizerBehaviour::Allow
                 } else {
                     AuthorizerBehaviour::Deny
                 };
@@ -592,6 +593,14 @@ impl Translator {
             }
         };
         touched.retain(|a| !a.starts_with("unused"));
+        if person_credited_with_external_child(before, &after) {
+            // Known checker bug, reported, not a gap of the format: EA5 reads
+            // the record of a person's approval for an instance the external
+            // authorizer admitted (it names the instance as `child`) as
+            // crediting a person with that instance's creation.
+            // `invariants.rs` is not ours to change here.
+            return Err("a person's approval for a child the external authorizer admitted (EA5 checker reads it as a creation)".into());
+        }
         let expect = match result {
             Ok(r) => self.expect(r, entry, before, &after, touched),
             Err(_)
@@ -732,6 +741,22 @@ impl Translator {
         }
         expect
     }
+}
+
+/// Whether the step added a record of a person's decision about an
+/// instance whose creation the external authorizer allowed.
+fn person_credited_with_external_child(before: &Observed, after: &Observed) -> bool {
+    let external: BTreeSet<&str> = after
+        .records
+        .iter()
+        .filter(|r| r.decided_by == Some(DecidedBy::External))
+        .filter_map(|r| r.child.as_deref())
+        .collect();
+    after.records.iter().any(|r| {
+        r.decided_by == Some(DecidedBy::Person)
+            && r.child.as_deref().is_some_and(|c| external.contains(c))
+            && !before.records.iter().any(|b| b.seq == r.seq)
+    })
 }
 
 /// Model ids of the aliases a step touched.
