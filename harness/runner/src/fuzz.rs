@@ -66,6 +66,51 @@ pub async fn run_ops(
     (translation, result)
 }
 
+/// Fuzz target body (`reference_host`): bytes decode into operations
+/// ([`delegation_model::fuzzing::decode_ops`]), the operations become the
+/// model's scenario, and the correct in-process reference host must pass it,
+/// store faults and crashes included, with every invariant checker silent.
+///
+/// Panics with the operations and the first failure otherwise. A shortened
+/// translation is not a failure: its prefix is still a complete test.
+pub fn fuzz_reference_host(data: &[u8]) {
+    fuzz_host(data, &delegation_host::ReferenceLauncher::default());
+}
+
+/// [`fuzz_reference_host`] against any host.
+pub fn fuzz_host(data: &[u8], launcher: &dyn HostLauncher) {
+    let ops = delegation_model::fuzzing::decode_ops(data);
+    if ops.is_empty() {
+        return;
+    }
+    let exec = ExecOptions {
+        step_deadline: std::time::Duration::from_secs(10),
+    };
+    let (translation, result) = runtime().block_on(run_ops(&ops, launcher, &exec));
+    match result {
+        CaseResult::Pass => {}
+        CaseResult::Unsupported(missing) => {
+            panic!("the host lacks {missing:?}")
+        }
+        CaseResult::Fail { step, message } => panic!(
+            "the host diverged from the model on {ops:?} at operation {} (step {step}): {message}",
+            failing_op(&translation, step)
+        ),
+    }
+}
+
+/// One runtime for every input: building one per input would cost more than the run.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime starts")
+    })
+}
+
 /// The operation a failing scenario step came from.
 pub fn failing_op(translation: &Translation, step: usize) -> usize {
     let last = translation.origin.len().saturating_sub(1);
@@ -285,5 +330,200 @@ mod tests {
             t.scenario.setup.configuration.authorizer_required,
             "the host is told the authorizer is required"
         );
+    }
+
+    /// The committed `reference_host` seeds and the sequences they encode.
+    /// With `DELEGATION_WRITE_SEEDS=1` the files are (re)written from here.
+    fn reference_host_seeds() -> Vec<(&'static str, Vec<Op>)> {
+        vec![
+            (
+                "delegate_turn_tool_call",
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 2,
+                        tools: 7,
+                    },
+                    Op::Delegate {
+                        parent: 0,
+                        sandbox: None,
+                        tools: None,
+                        role: 0,
+                    },
+                    Op::Turn {
+                        instance: 1,
+                        marker: 2,
+                    },
+                    Op::ToolCall {
+                        instance: 0,
+                        tool: 1,
+                    },
+                    Op::Answer {
+                        approval: 0,
+                        decision: 2,
+                    },
+                ],
+            ),
+            (
+                "crash_after_decision_then_restart",
+                vec![
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 1,
+                        tools: 4,
+                    },
+                    Op::Auto { enabled: true },
+                    Op::Fault { point: 6, times: 0 },
+                    Op::Turn {
+                        instance: 0,
+                        marker: 2,
+                    },
+                    Op::Restart,
+                    Op::Turn {
+                        instance: 0,
+                        marker: 0,
+                    },
+                ],
+            ),
+            (
+                "announced_change_with_store_faults",
+                vec![
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    Op::Fault { point: 2, times: 2 },
+                    Op::ChangeTool {
+                        tool: 0,
+                        announce: true,
+                    },
+                    Op::Clock { advance: 10 },
+                    Op::ToolCall {
+                        instance: 0,
+                        tool: 2,
+                    },
+                    Op::RemoveTool {
+                        tool: 2,
+                        announce: false,
+                    },
+                    Op::ChangeTool {
+                        tool: 2,
+                        announce: false,
+                    },
+                ],
+            ),
+            (
+                "external_authorizer_and_receipts",
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 2,
+                        tools: 1,
+                    },
+                    Op::Authorizer { allow: true },
+                    Op::Prepare { parent: 0 },
+                    Op::Consume {
+                        receipt: 0,
+                        tamper: false,
+                        other_parent: false,
+                    },
+                    Op::Consume {
+                        receipt: 0,
+                        tamper: false,
+                        other_parent: false,
+                    },
+                    Op::Authorizer { allow: false },
+                    Op::Delegate {
+                        parent: 0,
+                        sandbox: None,
+                        tools: None,
+                        role: 1,
+                    },
+                    Op::Clock { advance: 61_000 },
+                    Op::Wait { instance: 1 },
+                ],
+            ),
+            (
+                "unknown_ids_and_model_failure",
+                vec![
+                    Op::Turn {
+                        instance: 0,
+                        marker: 0,
+                    },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 1,
+                    },
+                    Op::Fault { point: 2, times: 0 },
+                    Op::Turn {
+                        instance: 0,
+                        marker: 3,
+                    },
+                    Op::End {
+                        instance: 0,
+                        how: 0,
+                    },
+                    Op::Event {
+                        event: 1,
+                        instance: 0,
+                    },
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn committed_reference_host_seeds_decode_to_their_sequences_and_pass() {
+        use delegation_model::fuzzing::{decode_ops, encode_ops};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/reference_host");
+        let write = std::env::var_os("DELEGATION_WRITE_SEEDS").is_some();
+        for (name, ops) in reference_host_seeds() {
+            let path = dir.join(name);
+            if write {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, encode_ops(&ops)).unwrap();
+            }
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (DELEGATION_WRITE_SEEDS=1 writes it)",
+                    path.display()
+                )
+            });
+            assert_eq!(decode_ops(&bytes), ops, "{name}");
+            let t = translate(&ops, "fuzz/000-seed", name);
+            assert_eq!(t.stopped, None, "{name} translates whole");
+            fuzz_reference_host(&bytes);
+        }
+    }
+
+    #[test]
+    fn the_target_body_panics_when_the_host_diverges() {
+        // The body's assertion must be reachable: a mutant fails what the correct host passes.
+        let bytes = delegation_model::fuzzing::encode_ops(&[
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 1,
+            },
+            Op::End {
+                instance: 0,
+                how: 0,
+            },
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+        ]);
+        fuzz_reference_host(&bytes);
+        let mutant = delegation_host::ReferenceLauncher {
+            defect: Some(delegation_model::defects::Defect::FollowupAfterClose),
+        };
+        let panic = std::panic::catch_unwind(|| fuzz_host(&bytes, &mutant))
+            .expect_err("the mutant host must make the body panic");
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("the host diverged"), "{message}");
     }
 }
