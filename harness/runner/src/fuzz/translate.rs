@@ -8,9 +8,10 @@
 //! translation: the reference generates and predicts, the runner applies
 //! the scenario to the host and checks it (proptest-state-machine's split).
 //!
-//! An operation the scenario format cannot express faithfully ends the
-//! translation there: the prefix before it is still a complete, correct
-//! test, so the case is shortened rather than thrown away.
+//! An operation the scenario format cannot express faithfully, or that a
+//! known checker bug would misjudge, ends the translation there (each such
+//! place says which and why): the prefix before it is still a complete,
+//! correct test, so the case is shortened rather than thrown away.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
