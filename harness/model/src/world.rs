@@ -41,6 +41,8 @@ pub enum SimChange {
     /// it, as the harness's scripted authorizer does in its `allow` mode: an
     /// answer that depends on the request, which a fixed body cannot be.
     AuthorizerAllows,
+    /// Announce `notifications/tools/list_changed` alone, apart from a change.
+    AnnounceListChanged,
 }
 
 pub struct World {
@@ -137,6 +139,7 @@ impl World {
                 self.authorizer_allows = false;
             }
             SimChange::AuthorizerAllows => self.authorizer_allows = true,
+            SimChange::AnnounceListChanged => self.list_changed_pending = true,
         }
         if self.list_changed_pending {
             recorded.push(Some(WorldChange::ToolListChanged));

@@ -445,6 +445,45 @@ mod tests {
                 ],
             ),
             (
+                // Found by the target: a pending invalidation whose write
+                // fails is retried at every observation, one per step, not
+                // one per operation (an announced change is two steps).
+                "regression-observation-per-step",
+                vec![
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    Op::Fault { point: 2, times: 2 },
+                    Op::ChangeTool {
+                        tool: 0,
+                        announce: true,
+                    },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    Op::Fault { point: 2, times: 2 },
+                    Op::ChangeTool {
+                        tool: 0,
+                        announce: true,
+                    },
+                    Op::Prepare { parent: 10 },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 41,
+                        tools: 175,
+                    },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 0,
+                    },
+                ],
+            ),
+            (
                 "unknown_ids_and_model_failure",
                 vec![
                     Op::Turn {

@@ -23,7 +23,7 @@ use crate::scenario::{
     UNKNOWN_ALIAS, WaitStep,
 };
 use delegation_model::fuzzing::{Driver, Op};
-use delegation_model::world::SimReply;
+use delegation_model::world::{SimChange, SimReply};
 use delegation_model::{
     Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, DecidedBy, Decision,
     HistoryEntry, InvariantId, Observed, StepKind, Tier, TurnReport, WorldChange,
@@ -216,6 +216,13 @@ impl Translator {
             note: None,
         });
         self.origin.push(k);
+        if !self.crashed {
+            // The runner observes the host after every step, and an
+            // observation takes in a `list_changed` the host received (or
+            // retries one whose write failed): the model observes at the
+            // same points so both commit it, or use up a store fault, alike.
+            self.driver.world.apply(&Action::Observe);
+        }
     }
 
     fn op(&mut self, k: usize, op: &Op) -> Result<(), Untranslatable> {
@@ -229,17 +236,38 @@ impl Translator {
             // dead host cannot be observed until a `restart` step.
             return Err("an observer change while the host is down".into());
         }
-        let steps_before = self.steps.len();
+        // An announced change is the change, observed after each of its
+        // steps, and then the announcement: applied in that order to the
+        // model too, so no observation takes the announcement in early.
+        let (op, announce) = match op {
+            Op::ChangeTool { tool, announce } => (
+                Op::ChangeTool {
+                    tool: *tool,
+                    announce: false,
+                },
+                *announce,
+            ),
+            Op::RemoveTool { tool, announce } => (
+                Op::RemoveTool {
+                    tool: *tool,
+                    announce: false,
+                },
+                *announce,
+            ),
+            other => (other.clone(), false),
+        };
         let before = self.driver.world.state.observe();
         let from = self.driver.world.history.len();
-        self.driver.apply(op);
+        self.driver.apply(&op);
         let entries: Vec<HistoryEntry> = self.driver.world.history[from..].to_vec();
-        self.translate_entries(k, op, entries, before)?;
-        if self.steps.len() > steps_before && !self.crashed {
-            // The runner observes the host after every step, and an
-            // observation takes in a `list_changed` the host received; the
-            // model observes at the same point so both commit it there.
-            self.driver.world.apply(&Action::Observe);
+        self.translate_entries(k, &op, entries, before)?;
+        if announce {
+            self.driver.world.change(SimChange::AnnounceListChanged);
+            self.push(
+                k,
+                StepAction::ToolServer(ToolServerStep::NotifyListChanged(Empty {})),
+                None,
+            );
         }
         Ok(())
     }
@@ -253,7 +281,7 @@ impl Translator {
     ) -> Result<(), Untranslatable> {
         match op {
             Op::Restart => self.restart(k),
-            Op::ChangeTool { announce, .. } | Op::RemoveTool { announce, .. } => {
+            Op::ChangeTool { .. } | Op::RemoveTool { .. } => {
                 for e in &entries {
                     if let StepKind::World {
                         change: Some(change),
@@ -262,13 +290,6 @@ impl Translator {
                     {
                         self.tool_change(k, change)?;
                     }
-                }
-                if *announce {
-                    self.push(
-                        k,
-                        StepAction::ToolServer(ToolServerStep::NotifyListChanged(Empty {})),
-                        None,
-                    );
                 }
                 Ok(())
             }
