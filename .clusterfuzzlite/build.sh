@@ -3,7 +3,7 @@
 cd "$SRC/delegation-harness"
 cargo fuzz build -O
 FUZZ_TARGET_OUTPUT_DIR=fuzz/target/x86_64-unknown-linux-gnu/release
-for target in model_sequence digest protocol_decoder scenario_parser; do
+for target in model_sequence digest protocol_decoder scenario_parser reference_host; do
     cp "$FUZZ_TARGET_OUTPUT_DIR/$target" "$OUT/"
     # Seed corpora ship as <target>_seed_corpus.zip, which ClusterFuzzLite picks up by name.
     (cd "fuzz/corpus/$target" && zip -q -r "$OUT/${target}_seed_corpus.zip" .)

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 #! Host-fuzzing figures: operations per second in-process and over stdio, and the time to shrink a long failing sequence.
-# Usage: harness/cli/benches/fuzz_figures.sh [debug|release]   (builds first; CARGO_TARGET_DIR is honoured)
+# Usage: harness/cli/benches/fuzz_figures.sh [release|debug]   (builds first; CARGO_TARGET_DIR is honoured)
+# Release by default: a debug build's figures measure its unoptimised code, not the fuzzer.
 # Why a script and not criterion: every figure is an end-to-end run of the
 # CLI against real observers and a real host, seconds long; the CLI's own
 # summary line is the measurement.
 set -euo pipefail
-profile="${1:-debug}"
+profile="${1:-release}"
 flag=""; [ "$profile" = release ] && flag="--release"
 cargo build $flag -q -p delegation-harness -p delegation-host --bins
 target="${CARGO_TARGET_DIR:-target}/$profile"

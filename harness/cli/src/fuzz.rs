@@ -3,14 +3,14 @@
 //! Each case is a proptest-generated [`Op`] sequence. The model's world
 //! applies it and predicts every decision and observation; the sequence
 //! becomes a scenario whose expectations are those predictions
-//! ([`translate`]); the runner executes it against the host with the real
+//! ([`delegation_runner::fuzz::translate`], shared with the cargo-fuzz
+//! target); the runner executes it against the host with the real
 //! observers and every invariant checker over the host's own history. A
 //! case that fails is shrunk ([`sequence::shrink`]), confirmed against the
 //! host again and against the reference host, and written where
 //! `delegation-harness run --scenarios DIR` replays it.
 
 pub mod sequence;
-pub mod translate;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,8 +21,9 @@ use clap::Args;
 use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::defects::Defect;
 use delegation_model::fuzzing::Op;
-use delegation_runner::execute::{ExecOptions, Execution, RawOutcome, execute};
-use delegation_runner::{ObserverWorlds, Scenario, exit_code};
+use delegation_runner::execute::ExecOptions;
+use delegation_runner::fuzz::{CaseResult, failing_op, run_ops, run_scenario, translate};
+use delegation_runner::{Scenario, exit_code};
 
 use sequence::{Generator, Sequence, ShrinkStats, Verdict};
 
@@ -31,7 +32,6 @@ use sequence::{Generator, Sequence, ShrinkStats, Verdict};
 pub fn fixed_sequence(ops: Vec<Op>) -> Sequence {
     Generator::fixed(ops)
 }
-use translate::{Translation, translate};
 
 #[derive(Args, Clone, Debug)]
 pub struct FuzzArgs {
@@ -86,64 +86,6 @@ impl Totals {
     pub fn ops_per_second(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
-}
-
-/// How one scenario run went, reduced to what fuzzing needs.
-#[derive(Clone, Debug)]
-pub enum CaseResult {
-    Pass,
-    /// The host lacks a capability the case needs (the missing names).
-    Unsupported(#[allow(dead_code)] Vec<String>),
-    /// Failed at scenario step `step`, for the reason given.
-    Fail {
-        step: usize,
-        message: String,
-    },
-}
-
-/// One scenario run against one host.
-pub async fn run_scenario(
-    scenario: &Scenario,
-    launcher: &dyn HostLauncher,
-    exec: &ExecOptions,
-) -> (CaseResult, Execution) {
-    // The runner's events are for reporters; fuzzing reads the execution itself.
-    let (events, _) = tokio::sync::mpsc::unbounded_channel();
-    let execution = execute(scenario, launcher, &ObserverWorlds, exec, &events).await;
-    let result = match &execution.outcome {
-        RawOutcome::Unsupported(missing) => CaseResult::Unsupported(missing.clone()),
-        RawOutcome::Error { message, .. } => CaseResult::Fail {
-            step: execution.steps_run,
-            message: format!("error: {message}"),
-        },
-        RawOutcome::Completed | RawOutcome::Stopped => {
-            match execution.failures.iter().min_by_key(|f| f.step) {
-                None => CaseResult::Pass,
-                Some(f) => CaseResult::Fail {
-                    step: f.step,
-                    message: format!("{}: {}", f.at, f.message),
-                },
-            }
-        }
-    };
-    (result, execution)
-}
-
-/// Translates and runs one sequence; on failure, the failing operation's index.
-pub async fn run_ops(
-    ops: &[Op],
-    launcher: &dyn HostLauncher,
-    exec: &ExecOptions,
-) -> (Translation, CaseResult) {
-    let translation = translate(ops, "fuzz/000-case", "a generated case");
-    let (result, _) = run_scenario(&translation.scenario, launcher, exec).await;
-    (translation, result)
-}
-
-/// The operation a failing step came from.
-fn failing_op(translation: &Translation, step: usize) -> usize {
-    let last = translation.origin.len().saturating_sub(1);
-    translation.origin.get(step.min(last)).copied().unwrap_or(0)
 }
 
 /// Shrinks a failing sequence against `launcher`.

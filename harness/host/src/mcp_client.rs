@@ -73,7 +73,7 @@ pub struct McpClient {
     tap: Arc<Tap>,
     /// One listing at a time, so the single raw answer the tap holds
     /// afterwards is this listing's.
-    listing: tokio::sync::Mutex<()>,
+    listing: Arc<tokio::sync::Mutex<()>>,
     list_changed: Arc<ListChanged>,
 }
 
@@ -98,8 +98,10 @@ impl McpClient {
             StreamableHttpClientTransportConfig::with_uri(url.to_string()),
         );
         let list_changed = Arc::new(ListChanged::default());
+        let listing = Arc::new(tokio::sync::Mutex::new(()));
         let listener = Listener {
             list_changed: list_changed.clone(),
+            listing: listing.clone(),
         };
         let service = listener
             .serve(transport)
@@ -113,7 +115,7 @@ impl McpClient {
             server: server_name.to_string(),
             service,
             tap,
-            listing: tokio::sync::Mutex::new(()),
+            listing,
             list_changed,
         })
     }
@@ -266,6 +268,8 @@ struct ListChanged {
 /// The rmcp client handler: only the list_changed notification matters here.
 struct Listener {
     list_changed: Arc<ListChanged>,
+    /// The client's listing lock: a re-list never overlaps a listing whose raw answer is being read.
+    listing: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ClientHandler for Listener {
@@ -279,9 +283,15 @@ impl ClientHandler for Listener {
         )
     }
 
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
         self.list_changed.flag.store(true, Ordering::SeqCst);
         self.list_changed.arrived.notify_waiters();
+        // Re-list, as MCP clients do on this notification: the server seeing
+        // it is how a harness knows the flag is set before its next request.
+        // The answer is not used (the next action lists and digests again,
+        // and its listing clears whatever the tap kept from this one).
+        let _one_at_a_time = self.listing.lock().await;
+        let _ = context.peer.list_tools(None).await;
     }
 }
 

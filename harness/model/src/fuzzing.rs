@@ -168,6 +168,11 @@ pub struct Driver {
     instances: Vec<String>,
     receipts: Vec<(Value, SpawnRequest, String)>,
     authorizer_on: bool,
+    /// `Authorizer { allow: true }` allows with a receipt bound to each
+    /// request (children admitted), as the harness's real authorizer does;
+    /// off, its receipt is bound to nothing and every child is refused (the
+    /// authorizer's `mismatched` answer), which a test may want on its own.
+    pub bound_allows: bool,
 }
 
 impl Default for Driver {
@@ -228,6 +233,7 @@ impl Driver {
             instances: vec![],
             receipts: vec![],
             authorizer_on,
+            bound_allows: true,
         }
     }
 
@@ -406,18 +412,19 @@ impl Driver {
                     }));
                 }
                 let now = self.world.state.now;
-                let answer = if *allow {
+                self.world.change(match (*allow, self.bound_allows) {
+                    (true, true) => SimChange::AuthorizerAllows,
                     // A fresh receipt id per answer: replaying one is a different test.
-                    AuthorizerAnswer::Body(
+                    (true, false) => SimChange::Authorizer(AuthorizerAnswer::Body(
                         json!({"version": "1", "decision": "allow", "decided_at": now,
                                "receipt": {"id": format!("authz-{now}-{}", self.world.history.len()),
                                            "binding": "unknown", "expires_at": now + 1000}})
                         .to_string(),
-                    )
-                } else {
-                    AuthorizerAnswer::Body(json!({"version": "1", "decision": "deny"}).to_string())
-                };
-                self.world.change(SimChange::Authorizer(answer))
+                    )),
+                    (false, _) => SimChange::Authorizer(AuthorizerAnswer::Body(
+                        json!({"version": "1", "decision": "deny"}).to_string(),
+                    )),
+                })
             }
             Op::Event { event, instance } => self.act(Action::DeliverEvent {
                 event: format!("evt-{}", event % 4),

@@ -3045,12 +3045,27 @@ fn rs2(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     for (restart, before, after) in restarts(history) {
         let Some(before) = before else { continue };
+        let restart_index = history
+            .iter()
+            .position(|e| std::ptr::eq(e, restart))
+            .unwrap_or(0);
+        // Answers given after the last observation (a step that kills the
+        // host observes nothing): the decision may have been committed just
+        // before the crash, which RS3 asks for, so "pending" is not what the
+        // store held at the restart.
+        let answered_unobserved: BTreeSet<&str> = history[..restart_index]
+            .iter()
+            .rev()
+            .take_while(|e| observed_of(e).is_none())
+            .filter_map(|e| match action_of(e) {
+                Some((Action::Answer { request, .. }, _)) => Some(request.as_str()),
+                _ => None,
+            })
+            .collect();
         if let Some((step, after)) = after {
-            for approval in before
-                .approvals
-                .iter()
-                .filter(|a| a.state == ApprovalState::Pending)
-            {
+            for approval in before.approvals.iter().filter(|a| {
+                a.state == ApprovalState::Pending && !answered_unobserved.contains(a.id.as_str())
+            }) {
                 let now = after.approvals.iter().find(|a| a.id == approval.id);
                 if now.is_none_or(|a| a.state != ApprovalState::Pending || a.decision.is_some()) {
                     out.push(violation(
@@ -3077,10 +3092,6 @@ fn rs2(run: &Run) -> Vec<Violation> {
                 }
             }
         }
-        let restart_index = history
-            .iter()
-            .position(|e| std::ptr::eq(e, restart))
-            .unwrap_or(0);
         for entry in history
             .iter()
             .skip(restart_index + 1)

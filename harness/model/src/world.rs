@@ -37,6 +37,12 @@ pub enum SimChange {
     },
     /// Script the authorizer's next answers.
     Authorizer(AuthorizerAnswer),
+    /// The authorizer allows every request with a fresh receipt bound to
+    /// it, as the harness's scripted authorizer does in its `allow` mode: an
+    /// answer that depends on the request, which a fixed body cannot be.
+    AuthorizerAllows,
+    /// Announce `notifications/tools/list_changed` alone, apart from a change.
+    AnnounceListChanged,
 }
 
 pub struct World {
@@ -46,6 +52,10 @@ pub struct World {
     pub tools: LiveTools,
     pub replies: Vec<(String, SimReply)>,
     pub authorizer: AuthorizerAnswer,
+    /// Set by [`SimChange::AuthorizerAllows`]: `authorizer` is then unused.
+    authorizer_allows: bool,
+    /// Receipts the allowing authorizer issued, for fresh ids.
+    authorizer_issued: u64,
     pub history: Vec<HistoryEntry>,
     list_changed_pending: bool,
     evidence: Evidence,
@@ -64,6 +74,8 @@ impl World {
                 .collect(),
             replies,
             authorizer: AuthorizerAnswer::Unavailable("no authorizer scripted".into()),
+            authorizer_allows: false,
+            authorizer_issued: 0,
             history: Vec::new(),
             list_changed_pending: false,
             evidence: Evidence::default(),
@@ -126,7 +138,12 @@ impl World {
                 self.tools.remove(&name);
                 self.list_changed_pending |= announce;
             }
-            SimChange::Authorizer(answer) => self.authorizer = answer,
+            SimChange::Authorizer(answer) => {
+                self.authorizer = answer;
+                self.authorizer_allows = false;
+            }
+            SimChange::AuthorizerAllows => self.authorizer_allows = true,
+            SimChange::AnnounceListChanged => self.list_changed_pending = true,
         }
         if self.list_changed_pending {
             recorded.push(Some(WorldChange::ToolListChanged));
@@ -152,6 +169,9 @@ impl World {
         let rows = self.journal.rows();
         self.state = HostState::restore(&rows).expect("the model's own journal restores");
         self.crashed = false;
+        // A notification never committed dies with the process that received
+        // it; the restarted host opens a new session and lists afresh.
+        self.list_changed_pending = false;
         self.history.push(HistoryEntry {
             step: self.history.len(),
             kind: StepKind::Restart,
@@ -188,8 +208,26 @@ impl World {
     }
 
     fn perform(&mut self, action: &Action) -> ActionResult {
-        if let Err(d) = self.live() {
-            return d.into();
+        // A pending list_changed is taken in where the reference host takes
+        // it in: by the actions that list the tools, and by an observation,
+        // which answers even when the write fails (it stays pending).
+        let lists_tools = matches!(
+            action,
+            Action::Start(_)
+                | Action::Delegate { .. }
+                | Action::PrepareReceipt { .. }
+                | Action::ConsumeReceipt { .. }
+                | Action::Turn { .. }
+                | Action::ToolCall { .. }
+                | Action::Answer { .. }
+                | Action::CapabilityCall { .. }
+        );
+        if lists_tools {
+            if let Err(d) = self.live() {
+                return d.into();
+            }
+        } else if matches!(action, Action::Observe) {
+            let _ = self.live();
         }
         // Lent rather than cloned: no action changes the tool server's list,
         // and a clone of every definition, JSON values and all, per action
@@ -362,7 +400,18 @@ impl World {
                 AuthorizerAnswer::Unavailable("fault armed".into())
             } else {
                 self.evidence.authorizer_calls += 1;
-                self.authorizer.clone()
+                if self.authorizer_allows {
+                    self.authorizer_issued += 1;
+                    let now = self.state.now;
+                    AuthorizerAnswer::Body(
+                        json!({"version": "1", "decision": "allow", "decided_at": now,
+                               "receipt": {"id": format!("authz-sim-{}", self.authorizer_issued),
+                                           "binding": admission.commitment, "expires_at": now + 60_000}})
+                        .to_string(),
+                    )
+                } else {
+                    self.authorizer.clone()
+                }
             };
             match self.state.apply_authorizer(admission, &answer) {
                 Ok((a, rid)) => (a, Some(rid)),
@@ -443,6 +492,10 @@ impl World {
                 r
             }
         };
+        if self.crashed {
+            // A dead host commits nothing more: the turn stays running in its store.
+            return result;
+        }
         if let Err(d) = self.state.finish_turn(&mut self.journal, instance) {
             result.detail = Some(d.detail);
         }

@@ -15,7 +15,8 @@ use std::time::Duration;
 use delegation_model::{DefinitionError, HandlerCall, ToolDefinition};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    InitializeRequestParams, InitializeResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -81,6 +82,12 @@ struct State {
     /// change means notifying each session's peer.
     peers: Vec<(u64, Peer<RoleServer>)>,
     next_peer: u64,
+    /// `tools/list` requests received so far, to see a host re-list after an announcement.
+    listings: u64,
+    /// Sessions answered `initialize` whose `initialized` has not arrived:
+    /// the client already believes it is connected, but an announcement
+    /// would not reach it yet.
+    initializing: u64,
 }
 
 impl State {
@@ -103,6 +110,8 @@ impl State {
 #[derive(Default)]
 struct Shared {
     state: Mutex<State>,
+    /// Woken on every `tools/list` and every `initialized`.
+    activity: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -165,6 +174,7 @@ impl ToolServer {
         }
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
+            activity: tokio::sync::Notify::new(),
         });
 
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
@@ -304,6 +314,41 @@ impl ToolServer {
         sent
     }
 
+    /// [`ToolServer::notify_list_changed`], then waits up to `within` until
+    /// as many `tools/list` requests as sessions notified have arrived: the
+    /// re-listing an MCP client does on `list_changed`, which shows the host
+    /// has taken the notification in. Delivery is otherwise asynchronous, so
+    /// without this the host's next action races the notification. A host
+    /// that does not re-list costs `within` and is not told apart. Returns
+    /// the sessions notified and whether they all re-listed in time.
+    pub async fn notify_list_changed_and_settle(&self, within: Duration) -> (usize, bool) {
+        let deadline = tokio::time::Instant::now() + within;
+        // A host that just connected must be able to hear it.
+        let ready = self.wait_until(deadline, |s| s.initializing == 0).await;
+        let before = self.shared.lock().listings;
+        let sent = self.notify_list_changed().await;
+        let relisted = self
+            .wait_until(deadline, |s| s.listings >= before + sent as u64)
+            .await;
+        (sent, ready && relisted)
+    }
+
+    async fn wait_until(
+        &self,
+        deadline: tokio::time::Instant,
+        done: impl Fn(&State) -> bool,
+    ) -> bool {
+        loop {
+            let activity = self.shared.activity.notified();
+            if done(&self.shared.lock()) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, activity).await.is_err() {
+                return false;
+            }
+        }
+    }
+
     /// Every handler call so far, in the order the handlers ran.
     pub fn handler_calls(&self) -> Vec<HandlerCall> {
         self.shared.lock().calls.clone()
@@ -367,12 +412,27 @@ impl ServerHandler for Handler {
         ))
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // Counted before the answer goes out, so before the client can act.
+        self.shared.lock().initializing += 1;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let mut state = self.shared.lock();
-        let id = state.next_peer;
-        state.next_peer += 1;
-        state.peers.retain(|(_, p)| !p.is_transport_closed());
-        state.peers.push((id, context.peer));
+        {
+            let mut state = self.shared.lock();
+            let id = state.next_peer;
+            state.next_peer += 1;
+            state.initializing = state.initializing.saturating_sub(1);
+            state.peers.retain(|(_, p)| !p.is_transport_closed());
+            state.peers.push((id, context.peer));
+        }
+        self.shared.activity.notify_waiters();
     }
 
     async fn list_tools(
@@ -383,13 +443,12 @@ impl ServerHandler for Handler {
         // The typed list stays empty: rmcp's `Tool` would trim the
         // definitions. The raw ones travel in `_meta` and `raw_listing`
         // moves them into `tools` on the way out.
-        let raw: Vec<Value> = self
-            .shared
-            .lock()
-            .tools
-            .iter()
-            .map(|e| e.definition.clone())
-            .collect();
+        let raw: Vec<Value> = {
+            let mut state = self.shared.lock();
+            state.listings += 1;
+            state.tools.iter().map(|e| e.definition.clone()).collect()
+        };
+        self.shared.activity.notify_waiters();
         let mut meta = Map::new();
         meta.insert(raw_listing::RAW_TOOLS_KEY.to_string(), Value::Array(raw));
         let mut result = ListToolsResult::with_all_items(Vec::new());

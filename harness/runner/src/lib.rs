@@ -11,7 +11,7 @@ pub mod checks;
 pub mod events;
 pub mod execute;
 pub mod expectations;
-pub mod fuzzing;
+pub mod fuzz;
 pub mod observers;
 pub mod report;
 pub mod run;

@@ -15,6 +15,10 @@ use crate::world::{Endpoints, ShownTools, World, WorldError, WorldFactory, World
 /// The name the harness's MCP server has in the host's environment.
 pub const MCP_SERVER_NAME: &str = "harness";
 
+/// How long a `notify_list_changed` step waits for the host to re-list the
+/// tools, the sign that it took the notification in before the next step.
+pub const LIST_CHANGED_SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How many of the latest observer records a failure's evidence carries.
 const RECENT: usize = 5;
 
@@ -192,9 +196,18 @@ impl World for ObserverWorld {
                         Ok((format!("tool `{name}` added"), None))
                     }
                     ToolServerStep::NotifyListChanged(_) => {
-                        let sessions = tools.notify_list_changed().await;
+                        let (sessions, settled) = tools
+                            .notify_list_changed_and_settle(LIST_CHANGED_SETTLE)
+                            .await;
                         Ok((
-                            format!("tools/list_changed sent to {sessions} session(s)"),
+                            format!(
+                                "tools/list_changed sent to {sessions} session(s){}",
+                                if settled {
+                                    ""
+                                } else {
+                                    " (not re-listed in time)"
+                                }
+                            ),
                             Some(WorldChange::ToolListChanged),
                         ))
                     }

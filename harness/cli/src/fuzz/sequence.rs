@@ -17,10 +17,10 @@ use proptest::strategy::{BoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 /// One operation. Weights favour what builds state (start, delegate, turn,
-/// tool call); the authorizer is rare because the first `Authorizer` makes
-/// the whole sequence run with a required authorizer, which refuses every
-/// child. The order matters for shrinking: a union simplifies towards its
-/// earlier alternatives.
+/// tool call); the authorizer is rarer because the first `Authorizer` makes
+/// the whole sequence run with a required authorizer (children are admitted
+/// only while it allows). The order matters for shrinking: a union
+/// simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
     let u = any::<u8>;
@@ -46,7 +46,7 @@ pub fn op() -> BoxedStrategy<Op> {
         4 => Just(Op::Restart),
         3 => (u(), b()).prop_map(|(tool, announce)| Op::ChangeTool { tool, announce }),
         2 => (u(), b()).prop_map(|(tool, announce)| Op::RemoveTool { tool, announce }),
-        1 => b().prop_map(|allow| Op::Authorizer { allow }),
+        2 => b().prop_map(|allow| Op::Authorizer { allow }),
         3 => (u(), u()).prop_map(|(event, instance)| Op::Event { event, instance }),
         3 => u().prop_map(|instance| Op::Wait { instance }),
     ]
@@ -132,6 +132,19 @@ pub struct ShrinkStats {
     pub elapsed: Duration,
 }
 
+/// Drops the operations after the failing one, which cannot matter, except
+/// `Authorizer` operations: any one of them makes the whole scenario run with
+/// a required authorizer (its configuration is sent from the start), so
+/// dropping it would change the steps before the failure too. Kept in
+/// order, they can still be deleted like any other operation.
+fn cut_after(trees: &mut Vec<Box<dyn ValueTree<Value = Op>>>, at: usize) {
+    let mut index = 0;
+    trees.retain(|t| {
+        index += 1;
+        index <= at + 1 || matches!(t.current(), Op::Authorizer { .. })
+    });
+}
+
 /// Shrinks `seq`, known to fail at operation `fail_at`, to a sequence no
 /// deletion or per-operation simplification keeps failing. `run` judges a
 /// candidate; the budget bounds the number of runs and the time.
@@ -152,8 +165,7 @@ where
         ..ShrinkStats::default()
     };
     let mut trees = seq.trees;
-    // Nothing after the failing operation can matter.
-    trees.truncate(fail_at + 1);
+    cut_after(&mut trees, fail_at);
     let exhausted = |stats: &ShrinkStats| stats.runs >= max_runs || started.elapsed() >= max_time;
 
     // Simplified operations often make others deletable (a `Start` that
@@ -181,7 +193,7 @@ where
                 match run(candidate).await {
                     Verdict::FailAt(at) => {
                         trees.drain(i..end);
-                        trees.truncate(at + 1);
+                        cut_after(&mut trees, at);
                         deleted = true;
                     }
                     Verdict::Pass => i = end,
@@ -209,7 +221,7 @@ where
                     let failed = match run(candidate).await {
                         Verdict::FailAt(at) => {
                             best = trees[k].current();
-                            trees.truncate(at + 1);
+                            cut_after(&mut trees, at);
                             true
                         }
                         Verdict::Pass => false,
@@ -241,4 +253,32 @@ where
     stats.to = ops.len();
     stats.elapsed = started.elapsed();
     (ops, stats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cutting_after_the_failure_keeps_the_sequence_wide_authorizer() {
+        let turn = Op::Turn {
+            instance: 0,
+            marker: 0,
+        };
+        let ops = vec![
+            Op::Restart,
+            turn.clone(),
+            turn.clone(),
+            Op::Authorizer { allow: false },
+            turn.clone(),
+        ];
+        let mut trees = Generator::fixed(ops).trees;
+        cut_after(&mut trees, 1);
+        let left: Vec<Op> = trees.iter().map(|t| t.current()).collect();
+        assert_eq!(
+            left,
+            [Op::Restart, turn, Op::Authorizer { allow: false }],
+            "the authorizer after the failure configures the steps before it"
+        );
+    }
 }

@@ -63,6 +63,9 @@ struct Running {
     journal: SqliteJournal,
     environment: Environment,
     mcp: Vec<McpClient>,
+    /// A `list_changed` received whose invalidation is not committed yet:
+    /// kept across a failed write, so the next action tries again.
+    list_changed: bool,
 }
 
 /// The in-process reference host.
@@ -139,18 +142,23 @@ fn fresh_seal_key(dir: &Path) -> String {
 }
 
 impl Running {
+    /// Commits the invalidation of a `list_changed` received (SD3). A failed
+    /// write must not lose it: it stays pending and the caller refuses its action.
+    fn take_list_changed(&mut self) -> Result<(), delegation_model::state::Denial> {
+        for client in &self.mcp {
+            self.list_changed |= client.take_list_changed();
+        }
+        if self.list_changed {
+            self.state.tool_list_changed(&mut self.journal)?;
+            self.list_changed = false;
+        }
+        Ok(())
+    }
+
     /// Lists every MCP server's tools now, and notes a `list_changed` first (SD3).
     async fn live_tools(&mut self, method: &str) -> Result<LiveTools, HostError> {
-        let mut changed = false;
-        for client in &self.mcp {
-            changed |= client.take_list_changed();
-        }
-        if changed {
-            // A failed write here must not lose the invalidation: refuse the action instead.
-            self.state
-                .tool_list_changed(&mut self.journal)
-                .map_err(|d| internal(method, d.detail))?;
-        }
+        self.take_list_changed()
+            .map_err(|d| internal(method, d.detail))?;
         let mut live = LiveTools::new();
         for client in &self.mcp {
             let tools = client
@@ -527,6 +535,7 @@ impl Host for ReferenceHost {
             journal,
             environment: params.environment,
             mcp,
+            list_changed: false,
         });
         Ok(InitializeResult {
             host: HostInfo {
@@ -543,6 +552,22 @@ impl Host for ReferenceHost {
 
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError> {
         let method = action.method();
+        let lists_tools = matches!(
+            action,
+            Action::Start(_)
+                | Action::Delegate { .. }
+                | Action::PrepareReceipt { .. }
+                | Action::ConsumeReceipt { .. }
+                | Action::Turn { .. }
+                | Action::ToolCall { .. }
+                | Action::Answer { .. }
+                | Action::CapabilityCall { .. }
+        );
+        if lists_tools && let Err(d) = self.running(method)?.take_list_changed() {
+            // The invalidation could not be committed: the action is refused
+            // (`store_write_failed`) before anything else, as the model does.
+            return Ok(d.into());
+        }
         match action {
             Action::Delegate { parent, request } => {
                 return self.delegate(parent, request, None).await;
@@ -683,8 +708,10 @@ impl Host for ReferenceHost {
             Action::ClearFault { point } => run.state.clear_fault(*point),
             Action::ScoreRisk { instance, risk } => run.state.score_risk(j, instance, risk),
             Action::Observe => {
-                // Observing also takes in a pending list_changed, so the view is current.
-                run.live_tools(method).await?;
+                // Observing also takes in a pending list_changed, so the view
+                // is current; a failed write leaves it pending for the next
+                // action and is no reason to refuse a read.
+                let _ = run.take_list_changed();
                 let mut r = ActionResult::ok();
                 r.observed = Some(run.state.observe());
                 r

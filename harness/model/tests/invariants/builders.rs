@@ -35,6 +35,14 @@ impl H {
         })
     }
 
+    /// An action the host answered with no result (it exited, for one): nothing is observed.
+    pub fn act_failed(self, action: Action, error: &str) -> H {
+        self.push(StepKind::Action {
+            action,
+            result: Err(error.into()),
+        })
+    }
+
     pub fn restart(self) -> H {
         self.push(StepKind::Restart)
     }

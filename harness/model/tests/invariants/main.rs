@@ -1101,3 +1101,38 @@ fn ea5_tells_a_creation_credited_to_a_person_from_the_childs_own_approval() {
     );
     assert!(own_approval.is_empty(), "{own_approval:#?}");
 }
+
+/// RS2 compares a restart with the last observation before it. An answer
+/// whose step killed the host is observed nowhere, and RS3 wants its decision
+/// committed before the crash: "pending before, decided after" is then the
+/// store telling the truth. The same history without that answer still fires.
+#[test]
+fn rs2_does_not_count_an_answer_the_crash_left_unobserved() {
+    let with = |state: ApprovalState, decision: Option<(Decision, DecidedBy)>| Observed {
+        approvals: vec![approval("a1", ActionClass::Mcp, state, decision)],
+        ..observed(vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            root_authority(),
+        )])
+    };
+    let history = |answered: bool| {
+        let mut h = H::new()
+            .then(start_root)
+            .observe(with(ApprovalState::Pending, None));
+        if answered {
+            h = h.act_failed(answer("a1", Decision::Allow), "the host exited");
+        }
+        h.restart()
+            .observe(with(
+                ApprovalState::Decided,
+                Some((Decision::Allow, DecidedBy::Person)),
+            ))
+            .build()
+    };
+    let crashed_answer = check(InvariantId::RS2, &history(true));
+    assert!(crashed_answer.is_empty(), "{crashed_answer:#?}");
+    let decided_by_restart = check(InvariantId::RS2, &history(false));
+    assert_eq!(decided_by_restart.len(), 1, "{decided_by_restart:#?}");
+}

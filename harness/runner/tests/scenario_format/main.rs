@@ -291,7 +291,7 @@ fn the_scenario_fuzz_body_accepts_the_catalogue_and_its_truncations() {
     );
     for scenario in &catalogue.scenarios {
         let text = std::fs::read(root.join(format!("{}.json", scenario.id))).unwrap();
-        delegation_runner::fuzzing::fuzz_scenario(&text);
+        delegation_runner::fuzz::fuzz_scenario(&text);
     }
     let text = fixture_text();
     let mut refused = 0;
@@ -302,7 +302,7 @@ fn the_scenario_fuzz_body_accepts_the_catalogue_and_its_truncations() {
         if Scenario::parse(&text[..end], Path::new("x.json")).is_err() {
             refused += 1;
         }
-        delegation_runner::fuzzing::fuzz_scenario(&text.as_bytes()[..end]);
+        delegation_runner::fuzz::fuzz_scenario(&text.as_bytes()[..end]);
     }
     assert!(refused > 10, "truncated scenarios are refused ({refused})");
 }

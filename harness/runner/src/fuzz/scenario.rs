@@ -1,7 +1,7 @@
 //! Fuzzing entry point for the scenario parser: whatever a scenario file holds, parsing and validation answer without panicking, errors name the file, and a parsed scenario survives a round trip.
 //!
 //! Kept in the library, like the model's and the protocol's targets, so the
-//! cargo-fuzz target is one line and the same body runs on stable over the
+//! cargo-fuzz target `scenario_parser` is one line and the same body runs on stable over the
 //! whole catalogue (`tests/scenario_format`).
 
 use std::path::Path;

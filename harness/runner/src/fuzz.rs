@@ -1,0 +1,571 @@
+//! Fuzzing's library half: an operation sequence as a scenario, one run of it against a host, and the scenario parser's target body.
+//!
+//! The CLI's `fuzz` command (generation, shrinking, findings) and the
+//! cargo-fuzz targets `reference_host` and `scenario_parser` all call this,
+//! so the translation, the single-case runner and the parser checks build
+//! and are tested on stable.
+
+pub mod scenario;
+pub mod translate;
+
+use delegation_host::HostLauncher;
+use delegation_model::fuzzing::Op;
+
+use crate::ObserverWorlds;
+use crate::Scenario;
+use crate::execute::{ExecOptions, Execution, RawOutcome, execute};
+pub use scenario::fuzz_scenario;
+pub use translate::{Translation, translate};
+
+/// How one scenario run went, reduced to what fuzzing needs.
+#[derive(Clone, Debug)]
+pub enum CaseResult {
+    Pass,
+    /// The host lacks a capability the case needs (the missing names).
+    Unsupported(Vec<String>),
+    /// Failed at scenario step `step`, for the reason given.
+    Fail {
+        step: usize,
+        message: String,
+    },
+}
+
+/// One scenario run against one host.
+pub async fn run_scenario(
+    scenario: &Scenario,
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+) -> (CaseResult, Execution) {
+    // The runner's events are for reporters; fuzzing reads the execution itself.
+    let (events, _) = tokio::sync::mpsc::unbounded_channel();
+    let execution = execute(scenario, launcher, &ObserverWorlds, exec, &events).await;
+    let result = match &execution.outcome {
+        RawOutcome::Unsupported(missing) => CaseResult::Unsupported(missing.clone()),
+        RawOutcome::Error { message, .. } => CaseResult::Fail {
+            step: execution.steps_run,
+            message: format!("error: {message}"),
+        },
+        RawOutcome::Completed | RawOutcome::Stopped => {
+            match execution.failures.iter().min_by_key(|f| f.step) {
+                None => CaseResult::Pass,
+                Some(f) => CaseResult::Fail {
+                    step: f.step,
+                    message: format!("{}: {}", f.at, f.message),
+                },
+            }
+        }
+    };
+    (result, execution)
+}
+
+/// Translates and runs one sequence.
+pub async fn run_ops(
+    ops: &[Op],
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+) -> (Translation, CaseResult) {
+    let translation = translate(ops, "fuzz/000-case", "a generated case");
+    let (result, _) = run_scenario(&translation.scenario, launcher, exec).await;
+    (translation, result)
+}
+
+/// Fuzz target body (`reference_host`): bytes decode into operations
+/// ([`delegation_model::fuzzing::decode_ops`]), the operations become the
+/// model's scenario, and the correct in-process reference host must pass it,
+/// store faults and crashes included, with every invariant checker silent.
+///
+/// Panics with the operations and the first failure otherwise. A shortened
+/// translation is not a failure: its prefix is still a complete test.
+pub fn fuzz_reference_host(data: &[u8]) {
+    fuzz_host(data, &delegation_host::ReferenceLauncher::default());
+}
+
+/// [`fuzz_reference_host`] against any host.
+pub fn fuzz_host(data: &[u8], launcher: &dyn HostLauncher) {
+    let ops = delegation_model::fuzzing::decode_ops(data);
+    if ops.is_empty() {
+        return;
+    }
+    let exec = ExecOptions {
+        step_deadline: std::time::Duration::from_secs(10),
+    };
+    let (translation, result) = runtime().block_on(run_ops(&ops, launcher, &exec));
+    match result {
+        CaseResult::Pass => {}
+        CaseResult::Unsupported(missing) => {
+            panic!("the host lacks {missing:?}")
+        }
+        CaseResult::Fail { step, message } => panic!(
+            "the host diverged from the model on {ops:?} at operation {} (step {step}): {message}",
+            failing_op(&translation, step)
+        ),
+    }
+}
+
+/// One runtime for every input: building one per input would cost more than the run.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime starts")
+    })
+}
+
+/// The operation a failing scenario step came from.
+pub fn failing_op(translation: &Translation, step: usize) -> usize {
+    let last = translation.origin.len().saturating_sub(1);
+    translation.origin.get(step.min(last)).copied().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use delegation_host::ReferenceLauncher;
+    use delegation_model::{DenyReason, Outcome};
+
+    fn exec() -> ExecOptions {
+        ExecOptions {
+            step_deadline: std::time::Duration::from_secs(10),
+        }
+    }
+
+    /// Runs `ops` against the correct reference host; the translation must be whole and pass.
+    async fn passes(ops: &[Op]) -> Translation {
+        let (t, result) = run_ops(ops, &ReferenceLauncher::default(), &exec()).await;
+        assert_eq!(t.stopped, None, "translated whole: {ops:?}");
+        assert!(
+            matches!(result, CaseResult::Pass),
+            "{result:?} for {ops:?}\n{}",
+            serde_json::to_string_pretty(&t.scenario).unwrap()
+        );
+        t
+    }
+
+    #[tokio::test]
+    async fn a_model_failure_whose_failed_write_fails_is_refused_alike_by_model_and_host() {
+        // Start leaves the root running, so the turn's only instance write is `failed`.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 1,
+            },
+            Op::Fault { point: 2, times: 0 },
+            Op::Turn {
+                instance: 0,
+                marker: 3,
+            },
+        ];
+        let t = passes(&ops).await;
+        let turn = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+        assert_eq!(turn.outcome, Some(Outcome::Denied));
+        assert_eq!(turn.reason, Some(DenyReason::StoreWriteFailed));
+    }
+
+    #[tokio::test]
+    async fn a_tool_removed_then_served_again_is_called_without_a_drift_finding() {
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 1,
+                tools: 4,
+            },
+            Op::RemoveTool {
+                tool: 2,
+                announce: false,
+            },
+            Op::ChangeTool {
+                tool: 2,
+                announce: false,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        let t = passes(&ops).await;
+        assert_eq!(t.scenario.steps.len(), 5);
+    }
+
+    #[tokio::test]
+    async fn ids_nobody_issued_are_sent_as_unknown() {
+        let ops = [
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+            Op::Answer {
+                approval: 0,
+                decision: 0,
+            },
+        ];
+        let t = passes(&ops).await;
+        let text = serde_json::to_string(&t.scenario.steps).unwrap();
+        assert_eq!(
+            text.matches(crate::scenario::UNKNOWN_ALIAS).count(),
+            2,
+            "{text}"
+        );
+        let turn = t.scenario.steps[0].expect.as_ref().unwrap();
+        assert_eq!(turn.reason, Some(DenyReason::InstanceUnknown));
+    }
+
+    #[tokio::test]
+    async fn the_crash_fault_kills_the_host_and_the_restart_shows_what_was_committed() {
+        // Automatic approval decides the model's tool call and the host dies before dispatch.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 1,
+                tools: 4,
+            },
+            Op::Auto { enabled: true },
+            Op::Fault { point: 6, times: 0 },
+            Op::Turn {
+                instance: 0,
+                marker: 2,
+            },
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+            Op::Restart,
+        ];
+        let t = passes(&ops).await;
+        let keys: Vec<&str> = t.scenario.steps.iter().map(|s| s.action.key()).collect();
+        // The turn while the host is down is the model's too: it answers nothing, so no step.
+        assert_eq!(keys, ["start", "auto", "fault", "turn", "restart"]);
+        let crash = t.scenario.steps[3].expect.as_ref().unwrap();
+        assert!(crash.host_exits);
+        assert_eq!(crash.delta.as_ref().unwrap().handler_calls, Some(0));
+    }
+
+    #[tokio::test]
+    async fn an_announced_change_is_taken_in_before_the_next_step_every_time() {
+        // Right after a restart, the new session must hear it too.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 7,
+            },
+            Op::Restart,
+            Op::ChangeTool {
+                tool: 2,
+                announce: true,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        for _ in 0..3 {
+            let t = passes(&ops).await;
+            let call = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+            assert_eq!(
+                call.tool_call.as_ref().and_then(|c| c.reason),
+                Some(DenyReason::ToolListChanged)
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn an_announcement_whose_invalidation_cannot_be_written_stays_pending() {
+        // Three store faults: the observations after the announcement and
+        // after the clock fail to commit it (and still answer), then the tool
+        // call is refused for it.
+        let ops = [
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 7,
+            },
+            Op::Fault { point: 2, times: 2 },
+            Op::ChangeTool {
+                tool: 0,
+                announce: true,
+            },
+            // Writes no instance, so it neither takes the invalidation in nor uses the fault.
+            Op::Clock { advance: 10 },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+            },
+        ];
+        let t = passes(&ops).await;
+        let call = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+        assert_eq!(call.reason, Some(DenyReason::StoreWriteFailed));
+    }
+
+    #[tokio::test]
+    async fn an_external_allow_admits_the_child_it_was_asked_about() {
+        let ops = [
+            Op::Start {
+                sandbox: 1,
+                policy: 2,
+                tools: 1,
+            },
+            Op::Authorizer { allow: true },
+            Op::Delegate {
+                parent: 0,
+                sandbox: None,
+                tools: None,
+                role: 0,
+            },
+            Op::Authorizer { allow: false },
+            Op::Delegate {
+                parent: 0,
+                sandbox: None,
+                tools: None,
+                role: 0,
+            },
+        ];
+        let t = passes(&ops).await;
+        let expect = |i: usize| t.scenario.steps[i].expect.as_ref().unwrap();
+        let admitted = expect(2).delta.as_ref().unwrap();
+        assert_eq!(admitted.instances, Some(1), "the allow admits a child");
+        assert_eq!(admitted.authorizer_calls, Some(1));
+        assert_eq!(expect(4).reason, Some(DenyReason::AuthorizerDenied));
+        assert!(
+            t.scenario.setup.configuration.authorizer_required,
+            "the host is told the authorizer is required"
+        );
+    }
+
+    /// The committed `reference_host` seeds and the sequences they encode.
+    /// With `DELEGATION_WRITE_SEEDS=1` the files are (re)written from here.
+    fn reference_host_seeds() -> Vec<(&'static str, Vec<Op>)> {
+        vec![
+            (
+                "delegate_turn_tool_call",
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 2,
+                        tools: 7,
+                    },
+                    Op::Delegate {
+                        parent: 0,
+                        sandbox: None,
+                        tools: None,
+                        role: 0,
+                    },
+                    Op::Turn {
+                        instance: 1,
+                        marker: 2,
+                    },
+                    Op::ToolCall {
+                        instance: 0,
+                        tool: 1,
+                    },
+                    Op::Answer {
+                        approval: 0,
+                        decision: 2,
+                    },
+                ],
+            ),
+            (
+                "crash_after_decision_then_restart",
+                vec![
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 1,
+                        tools: 4,
+                    },
+                    Op::Auto { enabled: true },
+                    Op::Fault { point: 6, times: 0 },
+                    Op::Turn {
+                        instance: 0,
+                        marker: 2,
+                    },
+                    Op::Restart,
+                    Op::Turn {
+                        instance: 0,
+                        marker: 0,
+                    },
+                ],
+            ),
+            (
+                "announced_change_with_store_faults",
+                vec![
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    Op::Fault { point: 2, times: 2 },
+                    Op::ChangeTool {
+                        tool: 0,
+                        announce: true,
+                    },
+                    Op::Clock { advance: 10 },
+                    Op::ToolCall {
+                        instance: 0,
+                        tool: 2,
+                    },
+                    Op::RemoveTool {
+                        tool: 2,
+                        announce: false,
+                    },
+                    Op::ChangeTool {
+                        tool: 2,
+                        announce: false,
+                    },
+                ],
+            ),
+            (
+                "external_authorizer_and_receipts",
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 2,
+                        tools: 1,
+                    },
+                    Op::Authorizer { allow: true },
+                    Op::Prepare { parent: 0 },
+                    Op::Consume {
+                        receipt: 0,
+                        tamper: false,
+                        other_parent: false,
+                    },
+                    Op::Consume {
+                        receipt: 0,
+                        tamper: false,
+                        other_parent: false,
+                    },
+                    Op::Authorizer { allow: false },
+                    Op::Delegate {
+                        parent: 0,
+                        sandbox: None,
+                        tools: None,
+                        role: 1,
+                    },
+                    Op::Clock { advance: 61_000 },
+                    Op::Wait { instance: 1 },
+                ],
+            ),
+            (
+                // Found by the target: a pending invalidation whose write
+                // fails is retried at every observation, one per step, not
+                // one per operation (an announced change is two steps).
+                "regression-observation-per-step",
+                vec![
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    Op::Fault { point: 2, times: 2 },
+                    Op::ChangeTool {
+                        tool: 0,
+                        announce: true,
+                    },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    Op::Fault { point: 2, times: 2 },
+                    Op::ChangeTool {
+                        tool: 0,
+                        announce: true,
+                    },
+                    Op::Prepare { parent: 10 },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 41,
+                        tools: 175,
+                    },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 0,
+                    },
+                ],
+            ),
+            (
+                "unknown_ids_and_model_failure",
+                vec![
+                    Op::Turn {
+                        instance: 0,
+                        marker: 0,
+                    },
+                    Op::Start {
+                        sandbox: 0,
+                        policy: 0,
+                        tools: 1,
+                    },
+                    Op::Fault { point: 2, times: 0 },
+                    Op::Turn {
+                        instance: 0,
+                        marker: 3,
+                    },
+                    Op::End {
+                        instance: 0,
+                        how: 0,
+                    },
+                    Op::Event {
+                        event: 1,
+                        instance: 0,
+                    },
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn committed_reference_host_seeds_decode_to_their_sequences_and_pass() {
+        use delegation_model::fuzzing::{decode_ops, encode_ops};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/reference_host");
+        let write = std::env::var_os("DELEGATION_WRITE_SEEDS").is_some();
+        for (name, ops) in reference_host_seeds() {
+            let path = dir.join(name);
+            if write {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, encode_ops(&ops)).unwrap();
+            }
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (DELEGATION_WRITE_SEEDS=1 writes it)",
+                    path.display()
+                )
+            });
+            assert_eq!(decode_ops(&bytes), ops, "{name}");
+            let t = translate(&ops, "fuzz/000-seed", name);
+            assert_eq!(t.stopped, None, "{name} translates whole");
+            fuzz_reference_host(&bytes);
+        }
+    }
+
+    #[test]
+    fn the_target_body_panics_when_the_host_diverges() {
+        // The body's assertion must be reachable: a mutant fails what the correct host passes.
+        let bytes = delegation_model::fuzzing::encode_ops(&[
+            Op::Start {
+                sandbox: 0,
+                policy: 0,
+                tools: 1,
+            },
+            Op::End {
+                instance: 0,
+                how: 0,
+            },
+            Op::Turn {
+                instance: 0,
+                marker: 0,
+            },
+        ]);
+        fuzz_reference_host(&bytes);
+        let mutant = delegation_host::ReferenceLauncher {
+            defect: Some(delegation_model::defects::Defect::FollowupAfterClose),
+        };
+        let panic = std::panic::catch_unwind(|| fuzz_host(&bytes, &mutant))
+            .expect_err("the mutant host must make the body panic");
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
+        assert!(message.contains("the host diverged"), "{message}");
+    }
+}
