@@ -36,8 +36,9 @@ pub fn fixed_sequence(ops: Vec<Op>) -> Sequence {
 #[derive(Args, Clone, Debug)]
 pub struct FuzzArgs {
     /// The host adapter to fuzz, as a command line (split like a POSIX shell,
-    /// no shell run). Default: the embedded reference host.
-    #[arg(long, value_name = "CMD")]
+    /// no shell run), or a shipped adapter's name (`opencode`, `codex`).
+    /// Default: the embedded reference host.
+    #[arg(long, value_name = "CMD|NAME")]
     pub host: Option<String>,
     /// Fuzz the embedded reference host with this deliberate defect (a mutant; see `selftest`).
     #[arg(long, value_name = "NAME", conflicts_with = "host")]
@@ -181,12 +182,15 @@ pub fn write_finding(
 
 fn launcher_for(args: &FuzzArgs, exec: &ExecOptions) -> anyhow::Result<Arc<dyn HostLauncher>> {
     Ok(match (&args.host, args.defect) {
-        (Some(cmd), _) => {
-            let options = delegation_host::process::ProcessOptions {
-                request_timeout: exec.step_deadline,
-                ..Default::default()
+        (Some(host), _) => {
+            // A shipped adapter's name brings its deny-reason names along,
+            // read from its expectations file as `run` reads them.
+            let host = crate::shipped_hosts::resolve_here(host)?;
+            let expectations = match &host.expectations {
+                Some(file) => delegation_runner::Expectations::load(file)?,
+                None => delegation_runner::Expectations::default(),
             };
-            Arc::new(delegation_host::ProcessLauncher::new(cmd, options)?)
+            crate::launcher(Some(&host.command), exec.step_deadline, &expectations)?
         }
         (None, defect) => Arc::new(ReferenceLauncher { defect }),
     })
@@ -311,8 +315,16 @@ async fn fuzz_async(
                 "warning: the correct reference host does not pass it either ({other:?}): the model and the reference host disagree"
             ),
         }
+        let host = match (&args.host, args.defect) {
+            (Some(host), _) => format!(" --host {}", shell_words::quote(host)),
+            (None, Some(defect)) => format!(
+                " --host 'delegation-reference-host --defect {}'",
+                defect.name()
+            ),
+            (None, None) => String::new(),
+        };
         anstream::println!(
-            "replay: delegation-harness run --scenarios {} --host CMD",
+            "replay: delegation-harness run --scenarios {}{host}",
             args.out.display()
         );
     }

@@ -9,7 +9,7 @@ mod fuzz;
 mod selftest;
 mod shipped_hosts;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,7 +163,7 @@ fn load(args: &CatalogueArgs) -> anyhow::Result<Catalogue> {
     Ok(Catalogue::load(&dir)?)
 }
 
-fn launcher(
+pub(crate) fn launcher(
     host: Option<&str>,
     step_timeout: Duration,
     expectations: &Expectations,
@@ -199,17 +199,11 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             catalogue.scenarios.len()
         );
     }
-    let host = match &args.host {
-        Some(host) => {
-            let cwd = std::env::current_dir().context("cannot read the current directory")?;
-            // Relative to where the run starts when it can be, so a report
-            // names `harness/adapters/...`, not this machine's checkout path.
-            let adapters = shipped_hosts::find_adapters_dir(&cwd)
-                .map(|dir| dir.strip_prefix(&cwd).map(Path::to_path_buf).unwrap_or(dir));
-            Some(shipped_hosts::resolve(host, adapters.as_deref())?)
-        }
-        None => None,
-    };
+    let host = args
+        .host
+        .as_deref()
+        .map(shipped_hosts::resolve_here)
+        .transpose()?;
     let expectations_file = args
         .expectations
         .clone()

@@ -90,6 +90,17 @@ pub fn resolve(host: &str, adapters_dir: Option<&Path>) -> anyhow::Result<Resolv
     })
 }
 
+/// Resolves `--host` from the current directory: the shipped adapters are
+/// found from there upwards and named relative to it when they are below it,
+/// so a report says `harness/adapters/...`, not this machine's checkout path.
+pub fn resolve_here(host: &str) -> anyhow::Result<ResolvedHost> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| anyhow::anyhow!("cannot read the current directory: {e}"))?;
+    let adapters = find_adapters_dir(&cwd)
+        .map(|dir| dir.strip_prefix(&cwd).map(Path::to_path_buf).unwrap_or(dir));
+    resolve(host, adapters.as_deref())
+}
+
 /// The nearest `harness/adapters/` directory from `start` upwards.
 pub fn find_adapters_dir(start: &Path) -> Option<PathBuf> {
     start
