@@ -527,6 +527,11 @@ pub fn fuzz_model_sequence(data: &[u8]) {
     let ops = decode_ops(data);
     for op in &ops {
         driver.apply(op);
+        // The runner observes the host after every step, and an observation
+        // is where a host takes in a `tools/list_changed` it received; the
+        // model does the same, or an announcement followed by a restart
+        // (which drops what was not taken in) reads as a silent refresh.
+        driver.world.apply(&Action::Observe);
     }
     let violations = driver.violations();
     assert!(
@@ -827,6 +832,25 @@ mod tests {
         );
         let many = encode_ops(&vec![Op::Restart; MAX_OPS * 2]);
         assert_eq!(decode_ops(&many).len(), MAX_OPS);
+    }
+
+    /// Found by the CI smoke run: an announced tool change, then a restart
+    /// before any action listed the tools, read as a silent refresh (SD3)
+    /// because the target never observed between operations as the runner does.
+    #[test]
+    fn an_announced_change_before_a_restart_is_taken_in() {
+        let bytes = std::fs::read(
+            corpus("model_sequence").join("regression-announced-change-then-restart"),
+        )
+        .unwrap();
+        let ops = decode_ops(&bytes);
+        assert!(ops.contains(&Op::Restart), "{ops:?}");
+        assert!(
+            ops.iter()
+                .any(|op| matches!(op, Op::ChangeTool { announce: true, .. })),
+            "{ops:?}"
+        );
+        fuzz_model_sequence(&bytes);
     }
 
     #[test]
