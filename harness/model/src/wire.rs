@@ -279,6 +279,23 @@ pub enum Action {
 
 impl Action {
     /// The JSON-RPC method name.
+    /// Whether a host lists the MCP tools to perform this action, and so
+    /// takes in a pending `tools/list_changed` first (SD3): the one list the
+    /// model's world and the reference host both follow.
+    pub fn lists_tools(&self) -> bool {
+        matches!(
+            self,
+            Action::Start(_)
+                | Action::Delegate { .. }
+                | Action::PrepareReceipt { .. }
+                | Action::ConsumeReceipt { .. }
+                | Action::Turn { .. }
+                | Action::ToolCall { .. }
+                | Action::Answer { .. }
+                | Action::CapabilityCall { .. }
+        )
+    }
+
     pub fn method(&self) -> &'static str {
         match self {
             Action::Configure(_) => "host/configure",

@@ -211,17 +211,7 @@ impl World {
         // A pending list_changed is taken in where the reference host takes
         // it in: by the actions that list the tools, and by an observation,
         // which answers even when the write fails (it stays pending).
-        let lists_tools = matches!(
-            action,
-            Action::Start(_)
-                | Action::Delegate { .. }
-                | Action::PrepareReceipt { .. }
-                | Action::ConsumeReceipt { .. }
-                | Action::Turn { .. }
-                | Action::ToolCall { .. }
-                | Action::Answer { .. }
-                | Action::CapabilityCall { .. }
-        );
+        let lists_tools = action.lists_tools();
         if lists_tools {
             if let Err(d) = self.live() {
                 return d.into();

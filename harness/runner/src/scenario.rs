@@ -766,6 +766,30 @@ impl ScenarioError {
     }
 }
 
+impl Step {
+    /// A turn whose spawn is expected refused for the authority it asked
+    /// for: it says something only about a host whose delegation tool can
+    /// carry the request (`spawn-authority`).
+    pub fn spawn_refused_for_its_request(&self) -> bool {
+        matches!(self.action, StepAction::Turn(_))
+            && self
+                .expect
+                .as_ref()
+                .and_then(|e| e.spawn.as_ref())
+                .is_some_and(|sp| {
+                    sp.outcome == Outcome::Denied
+                        && matches!(
+                            sp.reason,
+                            Some(
+                                DenyReason::CeilingExceeded
+                                    | DenyReason::ProjectionMissing
+                                    | DenyReason::UnsupportedTarget
+                            )
+                        )
+                })
+    }
+}
+
 impl Scenario {
     /// The area: the part of the id before the slash (`zc` in `zc/004-...`).
     pub fn area(&self) -> &str {
@@ -890,26 +914,14 @@ impl Scenario {
         }
         // A spawn refused for what it asked for says nothing about a host
         // whose delegation tool cannot carry the request.
-        if let Some(i) = self.steps.iter().position(|s| {
-            matches!(s.action, StepAction::Turn(_))
-                && s.expect
-                    .as_ref()
-                    .and_then(|e| e.spawn.as_ref())
-                    .is_some_and(|sp| {
-                        sp.outcome == Outcome::Denied
-                            && matches!(
-                                sp.reason,
-                                Some(
-                                    DenyReason::CeilingExceeded
-                                        | DenyReason::ProjectionMissing
-                                        | DenyReason::UnsupportedTarget
-                                )
-                            )
-                    })
-        }) && !self
-            .needs
+        if let Some(i) = self
+            .steps
             .iter()
-            .any(|n| n == delegation_protocol::capability::SPAWN_AUTHORITY)
+            .position(Step::spawn_refused_for_its_request)
+            && !self
+                .needs
+                .iter()
+                .any(|n| n == delegation_protocol::capability::SPAWN_AUTHORITY)
         {
             return Err(invalid(
                 format!("steps[{i}].expect.spawn.reason"),

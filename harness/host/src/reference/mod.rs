@@ -552,17 +552,7 @@ impl Host for ReferenceHost {
 
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError> {
         let method = action.method();
-        let lists_tools = matches!(
-            action,
-            Action::Start(_)
-                | Action::Delegate { .. }
-                | Action::PrepareReceipt { .. }
-                | Action::ConsumeReceipt { .. }
-                | Action::Turn { .. }
-                | Action::ToolCall { .. }
-                | Action::Answer { .. }
-                | Action::CapabilityCall { .. }
-        );
+        let lists_tools = action.lists_tools();
         if lists_tools && let Err(d) = self.running(method)?.take_list_changed() {
             // The invalidation could not be committed: the action is refused
             // (`store_write_failed`) before anything else, as the model does.

@@ -200,26 +200,8 @@ fn needs(steps: &[Step]) -> Vec<String> {
             StepAction::Authorizer(_) => &[c::EXTERNAL_AUTHORIZER],
             StepAction::Answer(a) if a.decision == Decision::AllowExact => &[c::EXACT_CALL_GRANTS],
             StepAction::Start(start) if !start.request.tools.is_empty() => &[c::MCP],
-            // The same rule as the scenario validation's: a spawn refused for
-            // what it asked for needs a delegation tool that can ask.
-            StepAction::Turn(_)
-                if s.expect
-                    .as_ref()
-                    .and_then(|e| e.spawn.as_ref())
-                    .is_some_and(|sp| {
-                        sp.outcome == delegation_model::Outcome::Denied
-                            && matches!(
-                                sp.reason,
-                                Some(
-                                    delegation_model::DenyReason::CeilingExceeded
-                                        | delegation_model::DenyReason::ProjectionMissing
-                                        | delegation_model::DenyReason::UnsupportedTarget
-                                )
-                            )
-                    }) =>
-            {
-                &[c::SPAWN_AUTHORITY]
-            }
+            // The same rule as the scenario validation's.
+            StepAction::Turn(_) if s.spawn_refused_for_its_request() => &[c::SPAWN_AUTHORITY],
             _ => &[],
         };
         needs.extend(need.iter().map(|n| n.to_string()));
