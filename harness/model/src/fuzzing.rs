@@ -285,6 +285,18 @@ impl Driver {
     }
 
     /// Resolves the operation's indexes against the world as it is now and applies it.
+    /// Applies one operation and then observes the host, as the runner does
+    /// after every step. An observation is where a host takes in a
+    /// `tools/list_changed` it received: without it an announcement followed
+    /// by a restart (which drops what was not taken in) reads as a silent
+    /// refresh. Sequences checked on their own (fuzz target, property test)
+    /// step this way; the differential translation observes where its
+    /// scenario does.
+    pub fn step(&mut self, op: &Op) {
+        self.apply(op);
+        self.world.apply(&Action::Observe);
+    }
+
     pub fn apply(&mut self, op: &Op) {
         match op {
             Op::Start {
@@ -526,12 +538,7 @@ pub fn fuzz_model_sequence(data: &[u8]) {
     let mut driver = Driver::new();
     let ops = decode_ops(data);
     for op in &ops {
-        driver.apply(op);
-        // The runner observes the host after every step, and an observation
-        // is where a host takes in a `tools/list_changed` it received; the
-        // model does the same, or an announcement followed by a restart
-        // (which drops what was not taken in) reads as a silent refresh.
-        driver.world.apply(&Action::Observe);
+        driver.step(op);
     }
     let violations = driver.violations();
     assert!(

@@ -147,7 +147,7 @@ fn succeeded(entry: &HistoryEntry) -> bool {
 /// The host's state after a step: the entry's observation, or the one an
 /// `state/observe` answer carried.
 fn observed_of(entry: &HistoryEntry) -> Option<&Observed> {
-    entry.observed.as_ref().or_else(|| {
+    entry.observed.as_deref().or_else(|| {
         action_of(entry)
             .and_then(|(_, r)| r)
             .and_then(|r| r.observed.as_ref())

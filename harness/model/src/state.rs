@@ -11,6 +11,7 @@
 //! points.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -286,7 +287,8 @@ pub struct HostState {
     pub capabilities: BTreeMap<Id, CapabilityRecord>,
     /// Outcomes of capability calls by `(capability, call_id)`, so a retry never reruns a handler (TC5).
     pub capability_outcomes: BTreeMap<String, String>,
-    pub records: Vec<DecisionRecord>,
+    /// Shared with every observation taken since: records never change once written.
+    pub records: Vec<Arc<DecisionRecord>>,
     pub delivered_events: BTreeSet<Id>,
     pub used_authorizations: BTreeSet<String>,
     pub next_id: u64,
@@ -355,9 +357,9 @@ impl HostState {
                     s.capability_outcomes
                         .insert(key.clone(), v.as_str().unwrap_or_default().to_string());
                 }
-                Table::Records => s
-                    .records
-                    .push(serde_json::from_value(v).map_err(|e| bad(*table, key, e))?),
+                Table::Records => s.records.push(Arc::new(
+                    serde_json::from_value(v).map_err(|e| bad(*table, key, e))?,
+                )),
                 Table::Events => {
                     s.delivered_events.insert(key.clone());
                 }
@@ -475,7 +477,7 @@ impl HostState {
         r.deny_reasons = vec![denial.reason];
         let write = Self::record_write(&r);
         if self.commit(journal, vec![write]).is_ok() {
-            self.records.push(r);
+            self.records.push(Arc::new(r));
         } else {
             self.seq = before;
         }
@@ -695,7 +697,7 @@ impl HostState {
                 vec![Self::instance_write(&inst), Self::record_write(&rec)],
             )?;
             self.instances.insert(id.clone(), inst);
-            self.records.push(rec);
+            self.records.push(Arc::new(rec));
             let mut r = ActionResult::ok();
             r.instance = Some(id);
             r.effective = Some(ceiling);
@@ -1009,7 +1011,7 @@ impl HostState {
             self.used_authorizations.insert(a);
         }
         self.instances.insert(id.clone(), inst);
-        self.records.push(rec);
+        self.records.push(Arc::new(rec));
         Ok((id, admission.effective))
     }
 
@@ -1246,7 +1248,7 @@ impl HostState {
         }
         self.instances.insert(id.into(), updated);
         if let Some(r) = rec {
-            self.records.push(r);
+            self.records.push(Arc::new(r));
         }
         // Defect grants-survive-completion: the run's grants are kept.
         if (next.is_terminal() || next == LifecycleState::Completed)
@@ -1399,7 +1401,7 @@ impl HostState {
         }
         let effective = fork.ceiling.clone();
         self.instances.insert(new_id.clone(), fork);
-        self.records.push(rec);
+        self.records.push(Arc::new(rec));
         let mut r = ActionResult::ok();
         r.instance = Some(new_id);
         r.effective = Some(effective);
@@ -1591,7 +1593,7 @@ impl HostState {
                 self.seq = seq;
                 return ToolPlan::Denied(d);
             }
-            self.records.push(rec);
+            self.records.push(Arc::new(rec));
             return ToolPlan::Pending { approval: id };
         }
         // The automatic path answers exactly where a person could: the same eligibility said Approvable.
@@ -1649,7 +1651,7 @@ impl HostState {
         }
         self.approvals
             .insert(approval.approval.id.clone(), approval.clone());
-        self.records.push(rec);
+        self.records.push(Arc::new(rec));
         Ok(())
     }
 

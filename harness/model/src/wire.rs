@@ -7,6 +7,7 @@
 //! envelope.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -526,8 +527,10 @@ pub struct Observed {
     pub grants: Vec<ObservedGrant>,
     #[serde(default)]
     pub capabilities: Vec<ObservedCapability>,
+    // Each record shared, not copied: a history holds an observation per
+    // step, and copying every record into each made it quadratic.
     #[serde(default)]
-    pub records: Vec<DecisionRecord>,
+    pub records: Vec<Arc<DecisionRecord>>,
 }
 
 impl Observed {
@@ -783,7 +786,8 @@ pub struct HistoryEntry {
     /// What the observers saw during this step.
     #[serde(default)]
     pub evidence: Evidence,
-    /// The host's state after this step, when it was observed.
+    /// The host's state after this step, when it was observed; shared with
+    /// the entries after it for as long as nothing changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed: Option<Observed>,
+    pub observed: Option<Arc<Observed>>,
 }

@@ -7,6 +7,8 @@
 //! evidence an honest observer would have seen. It is the oracle for property
 //! tests and differential fuzzing: same inputs, same history.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use crate::digest::ToolDefinition;
@@ -60,6 +62,9 @@ pub struct World {
     list_changed_pending: bool,
     evidence: Evidence,
     crashed: bool,
+    /// The latest snapshot of the state, shared by the entries recorded
+    /// while nothing changed it (an observation right after a step).
+    latest_observed: Option<Arc<Observed>>,
 }
 
 impl World {
@@ -80,7 +85,16 @@ impl World {
             list_changed_pending: false,
             evidence: Evidence::default(),
             crashed: false,
+            latest_observed: None,
         }
+    }
+
+    /// A fresh snapshot of the state, kept for the entries that follow
+    /// while nothing changes it.
+    fn snapshot(&mut self) -> Arc<Observed> {
+        let observed = Arc::new(self.state.observe());
+        self.latest_observed = Some(observed.clone());
+        observed
     }
 
     /// Brings the live tool list up to date; a `list_changed` whose
@@ -151,6 +165,7 @@ impl World {
         if recorded.is_empty() {
             recorded.push(None);
         }
+        let observed = self.snapshot();
         for change in recorded {
             self.history.push(HistoryEntry {
                 step: self.history.len(),
@@ -159,7 +174,7 @@ impl World {
                     change,
                 },
                 evidence: Evidence::default(),
-                observed: Some(self.state.observe()),
+                observed: Some(observed.clone()),
             });
         }
     }
@@ -172,17 +187,20 @@ impl World {
         // A notification never committed dies with the process that received
         // it; the restarted host opens a new session and lists afresh.
         self.list_changed_pending = false;
+        let observed = self.snapshot();
         self.history.push(HistoryEntry {
             step: self.history.len(),
             kind: StepKind::Restart,
             evidence: Evidence::default(),
-            observed: Some(self.state.observe()),
+            observed: Some(observed),
         });
     }
 
     /// Applies one action as the reference host would, and records the entry.
     pub fn apply(&mut self, action: &Action) -> &HistoryEntry {
         self.evidence = Evidence::default();
+        // An observation changes nothing unless it takes in an announcement.
+        let changes_state = !matches!(action, Action::Observe) || self.list_changed_pending;
         // A crashed host answers nothing until it is restarted.
         let result = if self.crashed {
             Err("host crashed".to_string())
@@ -195,6 +213,10 @@ impl World {
             }
         };
         let evidence = std::mem::take(&mut self.evidence);
+        let observed = match &self.latest_observed {
+            Some(unchanged) if !changes_state => unchanged.clone(),
+            _ => self.snapshot(),
+        };
         self.history.push(HistoryEntry {
             step: self.history.len(),
             kind: StepKind::Action {
@@ -202,7 +224,7 @@ impl World {
                 result,
             },
             evidence,
-            observed: Some(self.state.observe()),
+            observed: Some(observed),
         });
         self.history.last().expect("just pushed")
     }
@@ -326,11 +348,9 @@ impl World {
             Action::ArmFault { point, times } => self.state.arm_fault(*point, *times),
             Action::ClearFault { point } => self.state.clear_fault(*point),
             Action::ScoreRisk { instance, risk } => self.state.score_risk(j, instance, risk),
-            Action::Observe => {
-                let mut r = ActionResult::ok();
-                r.observed = Some(self.state.observe());
-                r
-            }
+            // The state observed is the entry's own snapshot (`observed`),
+            // not a second copy in the result.
+            Action::Observe => ActionResult::ok(),
         }
     }
 

@@ -89,7 +89,7 @@ impl StateMachineTest for Subject {
     }
 
     fn apply(mut subject: Subject, _: &(), op: Op) -> Subject {
-        subject.0.apply(&op);
+        subject.0.step(&op);
         subject
     }
 

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use delegation_host::{Host, HostError, HostLauncher};
@@ -106,7 +107,7 @@ struct Run<'a> {
     capabilities: Vec<String>,
     aliases: BTreeMap<String, Bound>,
     clock: Option<Millis>,
-    observed: Observed,
+    observed: Arc<Observed>,
     history: Vec<HistoryEntry>,
     /// History entries recorded for the setup (configure, clock, the
     /// authorizer's initial mode), not for a step of the scenario.
@@ -198,7 +199,7 @@ pub async fn execute(
         capabilities: init.capabilities,
         aliases: BTreeMap::new(),
         clock: scenario.setup.clock,
-        observed: Observed::default(),
+        observed: Arc::default(),
         history: Vec::new(),
         setup_entries: 0,
         failures: Vec::new(),
@@ -360,14 +361,14 @@ impl Run<'_> {
                 None,
             );
         }
-        self.observed = self.observe().await?;
+        self.observed = Arc::new(self.observe().await?);
         if let Some(last) = self.history.last_mut() {
             last.observed = Some(self.observed.clone());
         }
         Ok(())
     }
 
-    fn setup_entry(&mut self, step: usize, kind: StepKind, observed: Option<Observed>) {
+    fn setup_entry(&mut self, step: usize, kind: StepKind, observed: Option<Arc<Observed>>) {
         self.history.push(HistoryEntry {
             step,
             kind,
@@ -532,12 +533,12 @@ impl Run<'_> {
         };
 
         let evidence = self.world.evidence_since(&mark);
-        let observed = match (&step.action, &result) {
+        let observed = Arc::new(match (&step.action, &result) {
             (StepAction::Observe(_), Some(r)) if r.observed.is_some() => {
                 r.observed.clone().unwrap_or_default()
             }
             _ => self.observe().await?,
-        };
+        });
         self.observed = observed.clone();
         let restarted = matches!(kind, StepKind::Restart);
         let entry = HistoryEntry {

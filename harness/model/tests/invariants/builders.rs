@@ -70,7 +70,7 @@ impl H {
         if matches!(self.last().kind, StepKind::Restart) {
             self = self.act(Action::Observe, ActionResult::ok());
         }
-        self.last().observed = Some(observed);
+        self.last().observed = Some(observed.into());
         self
     }
 

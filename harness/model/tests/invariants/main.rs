@@ -635,7 +635,7 @@ fn ce6(bad: bool) -> Vec<HistoryEntry> {
     H::new()
         .then(start_root)
         .observe(Observed {
-            records: vec![record],
+            records: vec![record.into()],
             ..Observed::default()
         })
         .build()
@@ -1075,7 +1075,7 @@ fn ea5_tells_a_creation_credited_to_a_person_from_the_childs_own_approval() {
             .authorizer_calls(1)
             .act(answer("a1", Decision::Allow), ActionResult::ok())
             .observe(Observed {
-                records: vec![r],
+                records: vec![r.into()],
                 ..observed(vec![
                     inst("root", None, LifecycleState::Running, root_authority()),
                     inst(

@@ -311,7 +311,7 @@ impl Translator {
                 for e in &entries {
                     if let StepKind::Action { action, result } = &e.kind {
                         self.action(k, op, action, result, e, &before)?;
-                        before = e.observed.clone().unwrap_or_default();
+                        before = e.observed.as_deref().cloned().unwrap_or_default();
                     }
                 }
                 Ok(())
@@ -427,7 +427,7 @@ impl Translator {
             // The model answered nothing; neither will the host, and the runner forbids asking.
             return Ok(());
         }
-        let after = entry.observed.clone().unwrap_or_default();
+        let after = entry.observed.as_deref().cloned().unwrap_or_default();
         let ok = result.as_ref().ok();
         let created =
             |r: Option<&ActionResult>| r.filter(|r| r.is_ok()).and_then(|r| r.instance.clone());
