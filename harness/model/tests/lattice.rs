@@ -248,6 +248,52 @@ fn approval_policy_axis_is_a_partial_order_with_meet_as_greatest_lower_bound() {
     assert!(!ApprovalPolicy::OnRequest.is_bounded());
 }
 
+/// The named policies pinned class by class (`never` denies every escalation,
+/// `on-request` also runs file writes unasked); a granular
+/// policy denies what it both asks for and denies; `sets` says the same.
+#[test]
+fn each_policy_decides_each_class_as_defined() {
+    use ActionClass::*;
+    use PolicyVerdict::*;
+    let expected = [
+        (
+            ApprovalPolicy::Never,
+            [Run, Deny, Deny, Deny, Deny, Deny, Deny],
+        ),
+        (
+            ApprovalPolicy::Untrusted,
+            [Run, Ask, Ask, Ask, Ask, Ask, Ask],
+        ),
+        (
+            ApprovalPolicy::OnRequest,
+            [Run, Run, Ask, Ask, Ask, Ask, Ask],
+        ),
+        (
+            ApprovalPolicy::Granular {
+                ask: [Shell, Network].into(),
+                deny: [Network, Delegation].into(),
+            },
+            [Run, Run, Ask, Deny, Run, Run, Deny],
+        ),
+    ];
+    for (policy, verdicts) in expected {
+        let (ask, deny) = policy.sets();
+        for (class, verdict) in ActionClass::ALL.into_iter().zip(verdicts) {
+            assert_eq!(policy.verdict(class), verdict, "{policy:?} on {class:?}");
+            assert_eq!(
+                ask.contains(&class),
+                verdict == Ask,
+                "{policy:?} asks {class:?}"
+            );
+            assert_eq!(
+                deny.contains(&class),
+                verdict == Deny,
+                "{policy:?} denies {class:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn product_order_is_reflexive_antisymmetric_and_transitive_with_greatest_lower_bounds() {
     let s = sandboxes();
