@@ -237,18 +237,25 @@ impl ApprovalPolicy {
 
     /// The named policy with the same sets, or the granular form.
     pub fn canonical(self) -> ApprovalPolicy {
-        let sets = self.sets();
-        [
+        let same = |named: &ApprovalPolicy| {
+            ActionClass::ALL
+                .iter()
+                .all(|c| named.verdict(*c) == self.verdict(*c))
+        };
+        match [
             ApprovalPolicy::Never,
             ApprovalPolicy::Untrusted,
             ApprovalPolicy::OnRequest,
         ]
         .into_iter()
-        .find(|named| named.sets() == sets)
-        .unwrap_or(ApprovalPolicy::Granular {
-            ask: sets.0,
-            deny: sets.1,
-        })
+        .find(same)
+        {
+            Some(named) => named,
+            None => {
+                let (ask, deny) = self.sets();
+                ApprovalPolicy::Granular { ask, deny }
+            }
+        }
     }
 }
 

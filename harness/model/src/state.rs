@@ -83,7 +83,8 @@ impl Table {
 /// The authoritative store, as the state machine sees it: a batch of writes
 /// commits atomically or not at all.
 pub trait Journal {
-    fn commit(&mut self, writes: &[Write]) -> Result<(), String>;
+    /// Takes the writes by value: the in-memory journal keeps them as they are.
+    fn commit(&mut self, writes: Vec<Write>) -> Result<(), String>;
 }
 
 /// An in-memory journal: the model's own store, used by tests and the fuzzing oracle.
@@ -93,9 +94,9 @@ pub struct MemoryJournal {
 }
 
 impl Journal for MemoryJournal {
-    fn commit(&mut self, writes: &[Write]) -> Result<(), String> {
+    fn commit(&mut self, writes: Vec<Write>) -> Result<(), String> {
         for w in writes {
-            self.rows.insert((w.table, w.key.clone()), w.value.clone());
+            self.rows.insert((w.table, w.key), w.value);
         }
         Ok(())
     }
@@ -397,7 +398,7 @@ impl HostState {
             key: "counters".into(),
             value: json!({"next_id": self.next_id, "seq": self.seq}),
         });
-        journal.commit(&writes).map_err(|e| {
+        journal.commit(writes).map_err(|e| {
             Denial::new(
                 DenyReason::StoreWriteFailed,
                 format!("store write failed: {e}"),

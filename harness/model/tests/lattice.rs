@@ -291,7 +291,24 @@ fn each_policy_decides_each_class_as_defined() {
                 "{policy:?} denies {class:?}"
             );
         }
+        // The canonical form decides alike (a granular one drops from `ask` what it denies).
+        let canonical = policy.clone().canonical();
+        for class in ActionClass::ALL {
+            assert_eq!(
+                canonical.verdict(class),
+                policy.verdict(class),
+                "{canonical:?}"
+            );
+        }
     }
+    let never_spelled_out = ApprovalPolicy::Granular {
+        ask: [Shell].into(),
+        deny: ActionClass::ALL
+            .into_iter()
+            .filter(|c| *c != Read)
+            .collect(),
+    };
+    assert_eq!(never_spelled_out.canonical(), ApprovalPolicy::Never);
 }
 
 #[test]

@@ -88,7 +88,7 @@ impl SqliteJournal {
 }
 
 impl Journal for SqliteJournal {
-    fn commit(&mut self, writes: &[Write]) -> Result<(), String> {
+    fn commit(&mut self, writes: Vec<Write>) -> Result<(), String> {
         let tx = self.conn.transaction().map_err(|e| e.to_string())?;
         for w in writes {
             tx.execute(
@@ -114,7 +114,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut j = SqliteJournal::open(dir.path()).unwrap();
-            j.commit(&[
+            j.commit(vec![
                 Write {
                     table: Table::Instances,
                     key: "inst-1".into(),
