@@ -96,7 +96,7 @@ impl Journal for SqliteJournal {
                     "INSERT INTO {} (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                     w.table.name()
                 ),
-                params![w.key, w.value.to_string()],
+                params![w.key, w.value.to_json().to_string()],
             )
             .map_err(|e| e.to_string())?;
         }
@@ -107,6 +107,7 @@ impl Journal for SqliteJournal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use delegation_model::state::RowValue;
     use serde_json::json;
 
     #[test]
@@ -118,12 +119,12 @@ mod tests {
                 Write {
                     table: Table::Instances,
                     key: "inst-1".into(),
-                    value: json!({"a": 1}),
+                    value: RowValue::new(json!({"a": 1})),
                 },
                 Write {
                     table: Table::Instances,
                     key: "inst-1".into(),
-                    value: json!({"a": 2}),
+                    value: RowValue::new(json!({"a": 2})),
                 },
             ])
             .unwrap();
