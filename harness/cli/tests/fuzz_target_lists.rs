@@ -1,0 +1,107 @@
+//! Every cargo-fuzz target is built, smoke-run, fuzzed nightly, shipped to ClusterFuzzLite and documented: the lists agree.
+//!
+//! The targets are declared in `fuzz/Cargo.toml`; four other files name them
+//! by hand. A target added to one and forgotten in another would silently
+//! never run in CI, at night or on ClusterFuzzLite, so this compares them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(relative: &str) -> String {
+    let path = workspace().join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The `[[bin]]` names of the fuzz workspace: the targets that exist.
+fn declared() -> BTreeSet<String> {
+    let manifest: toml_edit::DocumentMut = read("fuzz/Cargo.toml")
+        .parse()
+        .expect("fuzz/Cargo.toml parses");
+    manifest["bin"]
+        .as_array_of_tables()
+        .expect("fuzz/Cargo.toml has [[bin]] entries")
+        .iter()
+        .map(|bin| {
+            bin["name"]
+                .as_str()
+                .expect("a [[bin]] has a name")
+                .to_string()
+        })
+        .collect()
+}
+
+/// The words of the one line of `text` that starts with `prefix`, up to `end`.
+fn listed_after(file: &str, text: &str, prefix: &str, end: &str) -> BTreeSet<String> {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{file}: no line starting with `{prefix}`"));
+    let inner = &line[prefix.len()..];
+    let inner = &inner[..inner.find(end).unwrap_or(inner.len())];
+    inner
+        .split([' ', ','])
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_declared_target_is_smoked_fuzzed_nightly_shipped_and_documented() {
+    let declared = declared();
+    assert!(
+        declared.contains("model_sequence") && declared.len() >= 5,
+        "fuzz/Cargo.toml declares {declared:?}"
+    );
+    let smoke = read(".ci/fuzz-smoke");
+    let nightly = read(".github/workflows/nightly-fuzz.yml");
+    let cluster = read(".clusterfuzzlite/build.sh");
+    let readme = read("fuzz/README.md");
+    let lists = [
+        (
+            ".ci/fuzz-smoke",
+            listed_after(".ci/fuzz-smoke", &smoke, "TARGETS=(", ")"),
+        ),
+        (
+            ".github/workflows/nightly-fuzz.yml",
+            listed_after("nightly", &nightly, "target: [", "]"),
+        ),
+        (
+            ".clusterfuzzlite/build.sh",
+            listed_after("build.sh", &cluster, "for target in", ";"),
+        ),
+        (
+            "fuzz/README.md",
+            readme
+                .lines()
+                .filter_map(|l| l.strip_prefix("| `"))
+                .filter_map(|l| l.split_once('`').map(|(name, _)| name.to_string()))
+                .filter(|name| !name.contains(' '))
+                .collect::<BTreeSet<_>>(),
+        ),
+    ];
+    for (file, listed) in lists {
+        let missing: Vec<_> = declared.difference(&listed).collect();
+        let unknown: Vec<_> = listed.difference(&declared).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty(),
+            "{file} lists the fuzz targets {listed:?}; fuzz/Cargo.toml declares {declared:?} \
+             (missing: {missing:?}, not declared: {unknown:?})"
+        );
+    }
+}
+
+/// The comparison can fail: a list short of one target is told apart.
+#[test]
+fn a_list_missing_a_target_is_noticed() {
+    let listed = listed_after("x", "TARGETS=(digest model_sequence)", "TARGETS=(", ")");
+    assert_eq!(
+        listed,
+        BTreeSet::from(["digest".to_string(), "model_sequence".to_string()])
+    );
+    assert_ne!(listed, declared());
+}
