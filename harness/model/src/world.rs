@@ -214,7 +214,12 @@ impl World {
         };
         let evidence = std::mem::take(&mut self.evidence);
         let observed = match &self.latest_observed {
-            Some(unchanged) if !changes_state => unchanged.clone(),
+            Some(unchanged) if !changes_state => {
+                // `state` is public: a debug build (the tests) makes sure
+                // nobody changed it behind the world's back.
+                debug_assert_eq!(**unchanged, self.state.observe(), "stale snapshot");
+                unchanged.clone()
+            }
             _ => self.snapshot(),
         };
         self.history.push(HistoryEntry {
