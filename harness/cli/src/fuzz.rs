@@ -14,6 +14,7 @@ pub mod sequence;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -89,21 +90,29 @@ impl Totals {
     }
 }
 
-/// Shrinks a failing sequence against `launcher`.
+/// Shrinks a failing sequence against `launcher`, until the budget runs out or `stop` is set.
 pub async fn shrink_failure(
     seq: Sequence,
     fail_at: usize,
     launcher: &dyn HostLauncher,
     exec: &ExecOptions,
     max_time: Duration,
+    stop: &AtomicBool,
 ) -> (Vec<Op>, ShrinkStats) {
-    sequence::shrink(seq, fail_at, 10_000, max_time, |candidate| async move {
-        let (translation, result) = run_ops(&candidate, launcher, exec).await;
-        match result {
-            CaseResult::Fail { step, .. } => Verdict::FailAt(failing_op(&translation, step)),
-            _ => Verdict::Pass,
-        }
-    })
+    sequence::shrink(
+        seq,
+        fail_at,
+        10_000,
+        max_time,
+        stop,
+        |candidate| async move {
+            let (translation, result) = run_ops(&candidate, launcher, exec).await;
+            match result {
+                CaseResult::Fail { step, .. } => Verdict::FailAt(failing_op(&translation, step)),
+                _ => Verdict::Pass,
+            }
+        },
+    )
     .await
 }
 
@@ -234,11 +243,32 @@ async fn fuzz_async(
     let deadline = args
         .time
         .map(|t| started + Duration::from_secs_f64(t.max(0.0)));
+    // Ctrl-C ends the run between cases, or a shrink where it stands, and
+    // the summary (and any finding, shrunk so far) is still written; a
+    // second Ctrl-C quits at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    tokio::spawn({
+        let stop = stop.clone();
+        async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.store(true, Ordering::SeqCst);
+                anstream::println!(
+                    "interrupted: finishing the current case (Ctrl-C again quits at once)"
+                );
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(exit_code::HARNESS_ERROR);
+                }
+            }
+        }
+    });
     let mut generator = Generator::new(seed);
     let mut totals = Totals::default();
     let mut last_progress = Instant::now();
     let mut failure = None;
-    while totals.cases < args.cases && deadline.is_none_or(|d| Instant::now() < d) {
+    while totals.cases < args.cases
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && !stop.load(Ordering::SeqCst)
+    {
         let seq = generator.sequence(args.min_ops, args.max_ops);
         let ops = seq.ops();
         let (translation, result) = run_ops(&ops, launcher.as_ref(), &exec).await;
@@ -286,14 +316,20 @@ async fn fuzz_async(
             launcher.as_ref(),
             &exec,
             Duration::from_secs(args.shrink_time),
+            &stop,
         )
         .await;
         anstream::println!(
-            "shrunk {} -> {} operations in {} runs, {:.2} s: {ops:?}",
+            "shrunk {} -> {} operations in {} runs, {:.2} s{}: {ops:?}",
             stats.from,
             stats.to,
             stats.runs,
-            stats.elapsed.as_secs_f64()
+            stats.elapsed.as_secs_f64(),
+            if stats.interrupted {
+                " (interrupted: the shortest failing sequence so far)"
+            } else {
+                ""
+            }
         );
         // Confirm on the shrunk sequence: it fails the host and passes the reference.
         let (translation, result) = run_ops(&ops, launcher.as_ref(), &exec).await;
@@ -328,8 +364,14 @@ async fn fuzz_async(
             args.out.display()
         );
     }
+    let interrupted = stop.load(Ordering::SeqCst);
+    if interrupted && totals.findings == 0 {
+        // As for an interrupted `run`: the cases asked for did not all run.
+        code = exit_code::HARNESS_ERROR;
+    }
     anstream::println!(
-        "summary: {} cases, {} operations ({} steps) in {:.1} s, {:.0} operations/s; {} unsupported, {} shortened; {} finding(s)",
+        "summary{}: {} cases, {} operations ({} steps) in {:.1} s, {:.0} operations/s; {} unsupported, {} shortened; {} finding(s)",
+        if interrupted { " (interrupted)" } else { "" },
         totals.cases,
         totals.ops,
         totals.steps,

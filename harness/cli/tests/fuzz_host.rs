@@ -146,3 +146,70 @@ fn the_correct_host_gives_no_finding_on_a_bounded_run() {
     assert!(log.contains("0 finding(s)"), "{log}");
     assert!(findings(out.path()).is_empty());
 }
+
+/// Ctrl-C (SIGINT) on an open-ended run: it stops after the current case,
+/// prints the summary of what it ran, and exits 2 (the cases asked for did
+/// not all run), well before `--time` would have ended it.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_reports_the_cases_it_ran() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
+        .args(["fuzz", "--seed", "7", "--cases", "1000000", "--time", "600"])
+        .args(["--max-ops", "12", "--out", out.path().to_str().unwrap()])
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut log = String::new();
+    // The progress line (every 2 s) shows cases have run and the handler is in place.
+    while !log.contains("operations/s") {
+        let mut line = String::new();
+        assert_ne!(
+            stdout.read_line(&mut line).unwrap(),
+            0,
+            "ended early: {log}"
+        );
+        log.push_str(&line);
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let started = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("still running 60 s after SIGINT: {log}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    log.push_str(&rest);
+    assert_eq!(code, Some(2), "{log}");
+    assert!(
+        log.contains("interrupted: finishing the current case"),
+        "{log}"
+    );
+    let summary = log
+        .lines()
+        .find(|l| l.starts_with("summary (interrupted): "))
+        .unwrap_or_else(|| panic!("no interrupted summary: {log}"));
+    let cases: u64 = summary["summary (interrupted): ".len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(cases > 0 && cases < 1_000_000, "{summary}");
+    assert!(findings(out.path()).is_empty());
+}

@@ -9,6 +9,7 @@
 //! only then lets each remaining operation's own tree simplify it.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use delegation_model::fuzzing::Op;
@@ -130,6 +131,9 @@ pub struct ShrinkStats {
     pub from: usize,
     pub to: usize,
     pub elapsed: Duration,
+    /// Stopped by `stop` (an interrupt) before the budget ran out; the
+    /// sequence returned still fails, it is only not as short as it could be.
+    pub interrupted: bool,
 }
 
 /// Drops the operations after the failing one, which cannot matter, except
@@ -147,12 +151,15 @@ fn cut_after(trees: &mut Vec<Box<dyn ValueTree<Value = Op>>>, at: usize) {
 
 /// Shrinks `seq`, known to fail at operation `fail_at`, to a sequence no
 /// deletion or per-operation simplification keeps failing. `run` judges a
-/// candidate; the budget bounds the number of runs and the time.
+/// candidate; the budget bounds the number of runs and the time, and
+/// `stop` (set by an interrupt) ends it early. Only failing candidates are
+/// kept, so whenever it stops the sequence it returns still fails.
 pub async fn shrink<F, Fut>(
     seq: Sequence,
     fail_at: usize,
     max_runs: usize,
     max_time: Duration,
+    stop: &AtomicBool,
     mut run: F,
 ) -> (Vec<Op>, ShrinkStats)
 where
@@ -166,7 +173,9 @@ where
     };
     let mut trees = seq.trees;
     cut_after(&mut trees, fail_at);
-    let exhausted = |stats: &ShrinkStats| stats.runs >= max_runs || started.elapsed() >= max_time;
+    let exhausted = |stats: &ShrinkStats| {
+        stats.runs >= max_runs || started.elapsed() >= max_time || stop.load(Ordering::SeqCst)
+    };
 
     // Simplified operations often make others deletable (a `Start` that
     // became redundant): alternate both phases until a round changes nothing.
@@ -252,12 +261,73 @@ where
     let ops: Vec<Op> = trees.iter().map(|t| t.current()).collect();
     stats.to = ops.len();
     stats.elapsed = started.elapsed();
+    stats.interrupted = stop.load(Ordering::SeqCst);
     (ops, stats)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An interrupt mid-shrink ends it at once with a sequence that still
+    /// fails; without one the same shrink goes on to the minimum.
+    #[test]
+    fn an_interrupted_shrink_returns_the_shortest_failing_sequence_so_far() {
+        let turn = |instance| Op::Turn {
+            instance,
+            marker: 0,
+        };
+        let ops: Vec<Op> = (0..40).map(turn).collect();
+        // Fails while the turn on instance 7 is in the sequence.
+        let judge = |candidate: Vec<Op>| async move {
+            match candidate.iter().position(|op| *op == turn(7)) {
+                Some(at) => Verdict::FailAt(at),
+                None => Verdict::Pass,
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let stop = AtomicBool::new(false);
+        let mut runs = 0;
+        let (interrupted, stats) = runtime.block_on(shrink(
+            Generator::fixed(ops.clone()),
+            7,
+            10_000,
+            Duration::from_secs(60),
+            &stop,
+            |candidate| {
+                runs += 1;
+                if runs == 2 {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                judge(candidate)
+            },
+        ));
+        assert!(stats.interrupted, "{stats:?}");
+        assert_eq!(stats.runs, 2, "no run after the interrupt: {stats:?}");
+        assert!(
+            interrupted.contains(&turn(7)),
+            "{interrupted:?} still fails"
+        );
+        assert!(interrupted.len() < 8, "{interrupted:?} is already shorter");
+
+        let calm = AtomicBool::new(false);
+        let (minimal, stats) = runtime.block_on(shrink(
+            Generator::fixed(ops),
+            7,
+            10_000,
+            Duration::from_secs(60),
+            &calm,
+            judge,
+        ));
+        assert!(!stats.interrupted);
+        assert_eq!(
+            minimal,
+            [turn(7)],
+            "the one failing turn (fixed operations only delete)"
+        );
+    }
 
     #[test]
     fn cutting_after_the_failure_keeps_the_sequence_wide_authorizer() {
