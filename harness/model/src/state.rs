@@ -283,7 +283,9 @@ impl PlanEnd {
                 ActionResult::denied(DenyReason::StoreWriteFailed, "host crashed before dispatch")
             }
         };
-        if r.tool_call.is_none() {
+        // An answer to a request nobody issued names no tool: there is no
+        // call to report, only the answer's own denial.
+        if r.tool_call.is_none() && !tool.is_empty() {
             r.tool_call = Some(report(ToolCallOutcome::Denied, r.reason, None, None));
         }
         r

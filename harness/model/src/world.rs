@@ -528,3 +528,34 @@ pub fn sample_tool(name: &str, class: &str) -> Value {
         "annotations": {"x-delegation-class": class},
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Answering a request nobody issued is denied as unknown and reports no
+    /// tool call (there is none); answering a real one reports the call.
+    #[test]
+    fn an_answer_to_an_unknown_request_reports_no_tool_call() {
+        let mut world = World::new(vec![sample_tool("fs.write", "file-write")], Vec::new());
+        let entry = world.apply(&Action::Answer {
+            request: "a-nobody-issued".into(),
+            decision: Decision::Allow,
+        });
+        let StepKind::Action { result: Ok(r), .. } = &entry.kind else {
+            panic!("answered: {entry:?}")
+        };
+        assert_eq!(r.reason, Some(crate::DenyReason::InstanceUnknown), "{r:?}");
+        assert_eq!(r.tool_call, None, "{r:?}");
+
+        let denied = crate::state::PlanEnd::Denied(crate::state::Denial {
+            reason: crate::DenyReason::PolicyDenied,
+            detail: String::new(),
+        })
+        .reply("fs.write");
+        assert_eq!(
+            denied.tool_call.map(|t| (t.tool, t.outcome)),
+            Some(("fs.write".to_string(), ToolCallOutcome::Denied))
+        );
+    }
+}
