@@ -597,7 +597,7 @@ class Adapter:
         with self.cond:
             inst = self.state.instance_for_thread(thread)
             inst.update({"role": p.get("role", "lead"), "model": p.get("model", "reference-model"),
-                         "ceiling": ceiling, "policy": policy, "state": "completed", "tools": tools})
+                         "ceiling": ceiling, "policy": policy, "state": "running", "tools": tools})
             self.state.commit()
         return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
 
@@ -827,7 +827,7 @@ class Adapter:
         with self.cond:
             new = self.state.instance_for_thread(thread)
             new.update({"parent": inst.get("parent"), "role": inst["role"], "model": inst["model"],
-                        "ceiling": inst.get("ceiling"), "policy": inst.get("policy"), "state": "completed",
+                        "ceiling": inst.get("ceiling"), "policy": inst.get("policy"), "state": "running",
                         "forked_from": inst["id"], "tools": list(inst.get("tools") or [])})
             self.loaded.add(thread)
             self.state.commit()

@@ -164,6 +164,15 @@ class Mapping(unittest.TestCase):
         self.assertEqual(self.d.call("host/configure", {"auto_approve": True})["error"]["code"], -32001)
         self.assertEqual(self.d.call("host/configure", {})["result"], {"outcome": "ok"})
 
+    def test_started_instance_runs_until_its_turn_completes(self):
+        # As the model: a new instance is running; a finished turn completes it.
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        state = lambda: {i["id"]: i["state"] for i in
+                         self.d.call("state/observe")["result"]["observed"]["instances"]}[iid]
+        self.assertEqual(state(), "running")
+        self.d.call("instance/turn", {"instance": iid, "input": "hello"})
+        self.assertEqual(state(), "completed")
+
     def test_turn_message_and_sandbox_policy(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
         result = self.d.call("instance/turn", {"instance": iid, "input": "hello"})["result"]
