@@ -6,13 +6,13 @@
 //! pseudo-random inputs long enough to decode to `MAX_OPS` operations, which
 //! is where a fuzzer's grown corpus ends up.
 
-use std::path::Path;
-
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use delegation_model::fuzzing::{MAX_OPS, Op, decode_ops, encode_ops, fuzz_model_sequence};
+use delegation_model::fuzzing::{
+    MAX_OPS, Op, corpus_dir, decode_ops, encode_ops, fuzz_model_sequence, noise,
+};
 
 fn committed_seeds() -> Vec<Vec<u8>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/model_sequence");
+    let dir = corpus_dir("model_sequence");
     let mut paths: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.expect("a readable directory entry").path())
@@ -21,19 +21,6 @@ fn committed_seeds() -> Vec<Vec<u8>> {
     paths
         .iter()
         .map(|p| std::fs::read(p).expect("a readable seed"))
-        .collect()
-}
-
-/// Xorshift bytes: reproducible without a dependency.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
         .collect()
 }
 

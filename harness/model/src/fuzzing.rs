@@ -613,16 +613,51 @@ fn write_keys_reversed(value: &Value, out: &mut String) {
     }
 }
 
+/// The committed seed corpus of a cargo-fuzz target: `fuzz/corpus/<target>/`.
+pub fn corpus_dir(target: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target)
+}
+
+/// For the seed tests of every fuzzing library: the committed seed
+/// `fuzz/corpus/<target>/<name>` as it is on disk, (re)written from `bytes`
+/// first when `DELEGATION_WRITE_SEEDS` is set, so the readable sources in
+/// the tests stay the one definition of the seeds. Panics, naming the file
+/// and the variable, when the seed is missing.
+pub fn committed_seed(target: &str, name: &str, bytes: &[u8]) -> Vec<u8> {
+    let dir = corpus_dir(target);
+    let path = dir.join(name);
+    if std::env::var_os("DELEGATION_WRITE_SEEDS").is_some() {
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&path, bytes))
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (DELEGATION_WRITE_SEEDS=1 writes it)",
+            path.display()
+        )
+    })
+}
+
+/// Deterministic pseudo-random bytes (xorshift): varied inputs for tests
+/// and benchmarks, reproducible without a dependency.
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::{Path, PathBuf};
-
-    fn corpus(target: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fuzz/corpus")
-            .join(target)
-    }
 
     /// The committed model_sequence seeds and the sequences they encode.
     /// With `DELEGATION_WRITE_SEEDS=1` the files are (re)written from here.
@@ -797,19 +832,6 @@ mod tests {
         ]
     }
 
-    /// Deterministic pseudo-random bytes, so the round trip covers many variants without a dependency.
-    fn noise(seed: u64, len: usize) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
-
     #[test]
     fn encoding_is_the_inverse_of_the_derived_decoder() {
         let mut variants = std::collections::HashSet::new();
@@ -847,7 +869,7 @@ mod tests {
     #[test]
     fn an_announced_change_before_a_restart_is_taken_in() {
         let bytes = std::fs::read(
-            corpus("model_sequence").join("regression-announced-change-then-restart"),
+            corpus_dir("model_sequence").join("regression-announced-change-then-restart"),
         )
         .unwrap();
         let ops = decode_ops(&bytes);
@@ -862,19 +884,8 @@ mod tests {
 
     #[test]
     fn committed_model_seeds_decode_to_their_sequences_and_keep_every_invariant() {
-        let write = std::env::var_os("DELEGATION_WRITE_SEEDS").is_some();
         for (name, ops) in model_seeds() {
-            let path = corpus("model_sequence").join(name);
-            if write {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(&path, encode_ops(&ops)).unwrap();
-            }
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (DELEGATION_WRITE_SEEDS=1 writes it)",
-                    path.display()
-                )
-            });
+            let bytes = committed_seed("model_sequence", name, &encode_ops(&ops));
             assert_eq!(decode_ops(&bytes), ops, "{name}");
             fuzz_model_sequence(&bytes);
         }
@@ -951,14 +962,8 @@ mod tests {
 
     #[test]
     fn committed_digest_seeds_exist_and_hold() {
-        let write = std::env::var_os("DELEGATION_WRITE_SEEDS").is_some();
         for (name, text) in DIGEST_SEEDS {
-            let path = corpus("digest").join(name);
-            if write {
-                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-                std::fs::write(&path, text).unwrap();
-            }
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let bytes = committed_seed("digest", name, text.as_bytes());
             assert_eq!(bytes, text.as_bytes(), "{name}");
             fuzz_digest(&bytes);
         }

@@ -93,7 +93,6 @@ pub fn fuzz_decoder(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
 
     /// The committed seeds for `fuzz/corpus/protocol_decoder/`: limit byte, chunk seed, stream.
     const SEEDS: &[(&str, &[u8])] = &[
@@ -118,16 +117,9 @@ mod tests {
 
     #[test]
     fn committed_seeds_exist_and_pass() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/protocol_decoder");
-        let write = std::env::var_os("DELEGATION_WRITE_SEEDS").is_some();
         for (name, bytes) in SEEDS {
-            let path = dir.join(name);
-            if write {
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(&path, bytes).unwrap();
-            }
             let on_disk =
-                std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                delegation_model::fuzzing::committed_seed("protocol_decoder", name, bytes);
             assert_eq!(&on_disk, bytes, "{name}");
             fuzz_decoder(&on_disk);
         }

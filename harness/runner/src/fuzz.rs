@@ -518,22 +518,9 @@ mod tests {
 
     #[test]
     fn committed_reference_host_seeds_decode_to_their_sequences_and_pass() {
-        use delegation_model::fuzzing::{decode_ops, encode_ops};
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fuzz/corpus/reference_host");
-        let write = std::env::var_os("DELEGATION_WRITE_SEEDS").is_some();
+        use delegation_model::fuzzing::{committed_seed, decode_ops, encode_ops};
         for (name, ops) in reference_host_seeds() {
-            let path = dir.join(name);
-            if write {
-                std::fs::create_dir_all(&dir).unwrap();
-                std::fs::write(&path, encode_ops(&ops)).unwrap();
-            }
-            let bytes = std::fs::read(&path).unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (DELEGATION_WRITE_SEEDS=1 writes it)",
-                    path.display()
-                )
-            });
+            let bytes = committed_seed("reference_host", name, &encode_ops(&ops));
             assert_eq!(decode_ops(&bytes), ops, "{name}");
             let t = translate(&ops, "fuzz/000-seed", name);
             assert_eq!(t.stopped, None, "{name} translates whole");
