@@ -259,8 +259,8 @@ impl World {
         let j = &mut self.journal;
         match action {
             Action::Configure(c) => self.state.configure(j, c.clone()),
-            Action::Start(req) => self.state.start(j, req, &live),
-            Action::Delegate { parent, request } => self.delegate(parent, request, None, &live),
+            Action::Start(req) => self.state.start(j, req, live),
+            Action::Delegate { parent, request } => self.delegate(parent, request, None, live),
             Action::PrepareReceipt {
                 parent,
                 call_id,
@@ -268,14 +268,14 @@ impl World {
                 ttl_ms,
             } => self
                 .state
-                .prepare_receipt(j, parent, call_id, request, *ttl_ms, &live),
+                .prepare_receipt(j, parent, call_id, request, *ttl_ms, live),
             Action::ConsumeReceipt {
                 receipt,
                 parent,
                 request,
-            } => self.delegate(parent, request, Some(receipt), &live),
+            } => self.delegate(parent, request, Some(receipt), live),
             Action::RevokeReceipt { receipt } => self.state.revoke_receipt(j, receipt),
-            Action::Turn { instance, input } => self.turn(instance, input, &live),
+            Action::Turn { instance, input } => self.turn(instance, input, live),
             Action::ToolCall {
                 instance,
                 tool,
@@ -283,7 +283,7 @@ impl World {
             } => {
                 let plan = self
                     .state
-                    .plan_tool_call(j, instance, tool, arguments, &live);
+                    .plan_tool_call(j, instance, tool, arguments, live);
                 self.run_plan(tool, plan)
             }
             Action::Close { instance } => self.state.end(j, instance, LifecycleState::Closed),
@@ -304,7 +304,7 @@ impl World {
                     .get(request)
                     .map(|a| a.approval.tool.clone())
                     .unwrap_or_default();
-                let plan = self.state.answer(j, request, *decision, &live);
+                let plan = self.state.answer(j, request, *decision, live);
                 self.run_plan(&tool, plan)
             }
             Action::SetAutoApprove { enabled } => self.state.set_auto_approve(j, *enabled),
@@ -333,7 +333,7 @@ impl World {
                     tool,
                     arguments,
                     call_id.as_deref(),
-                    &live,
+                    live,
                 );
                 let r = self.run_plan(tool, plan);
                 if let (Some(key), Some(report)) = (key, &r.tool_call)
