@@ -28,12 +28,6 @@ use delegation_runner::{Scenario, exit_code};
 
 use sequence::{Generator, Sequence, ShrinkStats, Verdict};
 
-/// For the benchmark: a sequence shrinkable only by deletion.
-#[allow(dead_code)]
-pub fn fixed_sequence(ops: Vec<Op>) -> Sequence {
-    Generator::fixed(ops)
-}
-
 #[derive(Args, Clone, Debug)]
 pub struct FuzzArgs {
     /// The host adapter to fuzz, as a command line (split like a POSIX shell,

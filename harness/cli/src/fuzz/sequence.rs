@@ -90,7 +90,8 @@ impl Generator {
     }
 
     /// A sequence of exactly these operations, shrinkable only by deletion
-    /// (for a hand-made failure such as the benchmark's 200 operations).
+    /// (for the tests' hand-made failures).
+    #[cfg(test)]
     pub fn fixed(ops: Vec<Op>) -> Sequence {
         Sequence {
             trees: ops
