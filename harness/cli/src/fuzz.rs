@@ -136,13 +136,16 @@ fn next_number(dir: &Path) -> u32 {
         .map_or(1, |n| n + 1)
 }
 
-/// The finding as a catalogue scenario at `<out>/fuzz/NNN-name.json`.
+/// The finding as a catalogue scenario at `<out>/fuzz/NNN-name.json`; `replaces`
+/// is an earlier file of the same finding (written before shrinking), whose
+/// number is kept and which is removed once the new file is written.
 pub fn write_finding(
     out: &Path,
     ops: &[Op],
     message: &str,
     step: usize,
     provenance: &str,
+    replaces: Option<&Path>,
 ) -> anyhow::Result<(PathBuf, Scenario)> {
     let dir = out.join("fuzz");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -156,7 +159,9 @@ pub fn write_finding(
     let what = message.split(':').next().unwrap_or("divergence");
     let name = format!(
         "{:03}-{}",
-        next_number(&dir),
+        replaces
+            .and_then(|f| f.file_name()?.to_str()?.get(..3)?.parse::<u32>().ok())
+            .unwrap_or_else(|| next_number(&dir)),
         slug(&format!(
             "{key} {}",
             what.replace("steps[", "").replace(']', "")
@@ -180,6 +185,10 @@ pub fn write_finding(
     // Written only if it loads back as the runner will load it.
     Scenario::parse(&text, &file)?.validate(&file)?;
     std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+    if let Some(earlier) = replaces.filter(|earlier| *earlier != file) {
+        std::fs::remove_file(earlier)
+            .with_context(|| format!("removing the unshrunk {}", earlier.display()))?;
+    }
     Ok((file, scenario))
 }
 
@@ -281,7 +290,14 @@ async fn fuzz_async(
                     totals.cases,
                     ops.len()
                 );
-                failure = Some((seq, at));
+                // The finding is on disk before anything risky is done with
+                // it: a shrink that crashes, hangs or is killed leaves the
+                // unshrunk case behind.
+                let provenance =
+                    format!("`delegation-harness fuzz --seed {seed}` found (not shrunk yet)");
+                let (file, _) = write_finding(&args.out, &ops, &message, step, &provenance, None)?;
+                anstream::println!("written before shrinking: {}", file.display());
+                failure = Some((seq, at, file));
                 break;
             }
         }
@@ -299,7 +315,7 @@ async fn fuzz_async(
     let fuzz_time = totals.elapsed;
 
     let mut code = exit_code::SUCCESS;
-    if let Some((seq, at)) = failure {
+    if let Some((seq, at, unshrunk)) = failure {
         totals.findings = 1;
         code = exit_code::VIOLATIONS;
         let from = seq.len();
@@ -330,11 +346,19 @@ async fn fuzz_async(
         let (step, message) = match result {
             CaseResult::Fail { step, message } => (step, message),
             other => bail!(
-                "the shrunk sequence no longer fails the host ({other:?}); the host is not deterministic. Sequence: {ops:?}"
+                "the shrunk sequence no longer fails the host ({other:?}); the host is not deterministic. The unshrunk finding is kept in {}. Shrunk sequence: {ops:?}",
+                unshrunk.display()
             ),
         };
         let provenance = format!("`delegation-harness fuzz --seed {seed}` found and");
-        let (file, _) = write_finding(&args.out, &ops, &message, step, &provenance)?;
+        let (file, _) = write_finding(
+            &args.out,
+            &ops,
+            &message,
+            step,
+            &provenance,
+            Some(&unshrunk),
+        )?;
         let (reference, _) =
             run_scenario(&translation.scenario, &ReferenceLauncher::default(), &exec).await;
         anstream::println!("finding: {message}");

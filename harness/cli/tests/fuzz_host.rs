@@ -213,3 +213,36 @@ fn an_interrupted_run_reports_the_cases_it_ran() {
     assert!(cases > 0 && cases < 1_000_000, "{summary}");
     assert!(findings(out.path()).is_empty());
 }
+
+/// Regression: shrinking this mutant's finding once panicked in the model
+/// (a receipt's tool looked up in a ceiling that does not hold it), the
+/// process exited 101 and the finding was lost.
+#[test]
+fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let o = harness(&[
+        "fuzz",
+        "--defect",
+        Defect::ReceiptParentNotChecked.name(),
+        "--seed",
+        "7",
+        "--cases",
+        "100",
+        "--shrink-time",
+        "60",
+        "--out",
+        dir,
+    ]);
+    let log = text(&o);
+    assert!(!log.contains("panicked"), "no panic:\n{log}");
+    assert_eq!(o.status.code(), Some(1), "a finding exits 1:\n{log}");
+    assert!(log.contains("written before shrinking:"), "{log}");
+    let files = findings(out.path());
+    assert_eq!(
+        files.len(),
+        1,
+        "the shrunk finding replaced the unshrunk one: {files:?}\n{log}"
+    );
+    Scenario::load(out.path(), &files[0]).expect("the finding is a valid scenario");
+}

@@ -571,7 +571,15 @@ impl HostState {
             ));
         }
         for name in names {
-            let sealed = &inst.ceiling.tools[*name];
+            // A name the ceiling does not hold was never sealed for this
+            // instance (a receipt of another parent reaches here only through
+            // a defect): refused, never a lookup that panics.
+            let Some(sealed) = inst.ceiling.tools.get(*name) else {
+                return Err(Denial::new(
+                    DenyReason::CeilingExceeded,
+                    format!("tool `{name}` is not sealed in the instance's ceiling"),
+                ));
+            };
             match live.get(*name) {
                 // Defect description-not-digested: the digest leaves the description out.
                 Some(def) if self.defect_tool_digest(def) == *sealed => {}
