@@ -188,6 +188,13 @@ pub async fn execute(
                 && !delegation_protocol::capability::AUTHORITY_WIDENING.contains(&need.as_str())
         })
         .cloned()
+        .chain(
+            scenario
+                .unless
+                .iter()
+                .filter(|property| init.capabilities.contains(property))
+                .map(|property| format!("declares `{property}`, under which this does not apply")),
+        )
         .collect();
     let mut run = Run {
         scenario,
@@ -609,10 +616,15 @@ impl Run<'_> {
         ))
     }
 
-    /// Whether any model rule names an instance by alias (`when.instance`, `attribute_to`).
+    /// Whether any model rule names an instance by alias (`when.instance`,
+    /// `attribute_to`, a lifecycle call's `target`).
     fn rules_name_aliases(&self) -> bool {
         self.rules.iter().any(|r| {
-            [r.when.instance.as_deref(), r.attribute_to.as_deref()]
+            let target = match &r.reply {
+                delegation_observers::ModelReply::Lifecycle(call) => Some(call.target.as_str()),
+                _ => None,
+            };
+            [r.when.instance.as_deref(), r.attribute_to.as_deref(), target]
                 .into_iter()
                 .flatten()
                 .any(|name| self.aliases.contains_key(name))
@@ -630,6 +642,11 @@ impl Run<'_> {
         for rule in &mut rules {
             resolve(&mut rule.when.instance);
             resolve(&mut rule.attribute_to);
+            if let delegation_observers::ModelReply::Lifecycle(call) = &mut rule.reply
+                && let Some(bound) = self.aliases.get(&call.target)
+            {
+                call.target = bound.id.clone();
+            }
         }
         rules
     }
