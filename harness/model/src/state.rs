@@ -1451,7 +1451,11 @@ impl HostState {
     /// run the target's turn, `close` closes it, `wait` polls with the
     /// deadline now. The harness's `instance/*` methods and the model's tools
     /// are one lifecycle: a close by either is terminal for both.
-    pub fn plan_lifecycle(&mut self, journal: &mut dyn Journal, call: &LifecycleCall) -> LifecyclePlan {
+    pub fn plan_lifecycle(
+        &mut self,
+        journal: &mut dyn Journal,
+        call: &LifecycleCall,
+    ) -> LifecyclePlan {
         let target = call.target.as_str();
         let input = call.message.clone().unwrap_or_default();
         match call.op {
@@ -1469,7 +1473,9 @@ impl HostState {
                     _ => LifecyclePlan::Done(resumed),
                 }
             }
-            LifecycleOp::Close => LifecyclePlan::Done(self.end(journal, target, LifecycleState::Closed)),
+            LifecycleOp::Close => {
+                LifecyclePlan::Done(self.end(journal, target, LifecycleState::Closed))
+            }
             LifecycleOp::Wait => LifecyclePlan::Done(self.wait(target, self.now)),
         }
     }

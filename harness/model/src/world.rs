@@ -21,7 +21,10 @@ use crate::wire::*;
 #[derive(Clone, Debug, PartialEq)]
 pub enum SimReply {
     Message(String),
-    ToolCall { tool: String, arguments: Value },
+    ToolCall {
+        tool: String,
+        arguments: Value,
+    },
     Spawn(SpawnRequest),
     /// A lifecycle tool call on a child, by the child's model id.
     Lifecycle(LifecycleCall),
@@ -585,7 +588,10 @@ mod tests {
             })
         };
         world.replies.extend([
-            ("POKE".to_string(), call(LifecycleOp::SendInput, Some("MORE"))),
+            (
+                "POKE".to_string(),
+                call(LifecycleOp::SendInput, Some("MORE")),
+            ),
             ("REOPEN".to_string(), call(LifecycleOp::Resume, None)),
             ("SHUT".to_string(), call(LifecycleOp::Close, None)),
         ]);
@@ -608,7 +614,12 @@ mod tests {
         let StepKind::Action { result: Ok(r), .. } = &entry.kind else {
             panic!("{entry:?}")
         };
-        let requests = entry.evidence.model_requests.get(child).copied().unwrap_or(0);
+        let requests = entry
+            .evidence
+            .model_requests
+            .get(child)
+            .copied()
+            .unwrap_or(0);
         let Some(TurnReport::Lifecycle { lifecycle, .. }) = &r.turn else {
             panic!("not a lifecycle turn: {r:?}")
         };
@@ -629,8 +640,15 @@ mod tests {
 
         for input in ["REOPEN", "POKE"] {
             let (refused, requests) = turn(&mut world, &child, input);
-            assert_eq!(refused.reason, Some(crate::DenyReason::InstanceTerminal), "{input}: {refused:?}");
-            assert_eq!(requests, 0, "{input}: no model request for the closed child");
+            assert_eq!(
+                refused.reason,
+                Some(crate::DenyReason::InstanceTerminal),
+                "{input}: {refused:?}"
+            );
+            assert_eq!(
+                requests, 0,
+                "{input}: no model request for the closed child"
+            );
         }
         assert_eq!(world.state.instances[&child].state, LifecycleState::Closed);
         assert!(crate::invariants::check_all(&world.history).is_empty());

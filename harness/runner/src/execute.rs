@@ -624,10 +624,14 @@ impl Run<'_> {
                 delegation_observers::ModelReply::Lifecycle(call) => Some(call.target.as_str()),
                 _ => None,
             };
-            [r.when.instance.as_deref(), r.attribute_to.as_deref(), target]
-                .into_iter()
-                .flatten()
-                .any(|name| self.aliases.contains_key(name))
+            [
+                r.when.instance.as_deref(),
+                r.attribute_to.as_deref(),
+                target,
+            ]
+            .into_iter()
+            .flatten()
+            .any(|name| self.aliases.contains_key(name))
         })
     }
 

@@ -1174,8 +1174,8 @@ impl Scenario {
                     "a `send_input` gives the child input: add `message`".into(),
                 ));
             }
-            let gives_input =
-                call.message.is_some() && matches!(call.op, LifecycleOp::SendInput | LifecycleOp::Resume);
+            let gives_input = call.message.is_some()
+                && matches!(call.op, LifecycleOp::SendInput | LifecycleOp::Resume);
             let need = if gives_input {
                 MODEL_LIFECYCLE_TOOLS
             } else {
@@ -1186,7 +1186,10 @@ impl Scenario {
                     path,
                     format!(
                         "a scripted `{}` call reaches only a host whose model has that tool: add \"{need}\" to `needs`",
-                        serde_json::to_value(call.op).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+                        serde_json::to_value(call.op)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
                     ),
                 ));
             }

@@ -18,8 +18,8 @@ use delegation_model::state::{
     Admission, AuthorizerAnswer, HostState, LifecyclePlan, LiveTools, PlanEnd, ToolPlan,
 };
 use delegation_model::{
-    Action, ActionResult, DenyReason, LifecycleCall, LifecycleState, SpawnRequest,
-    ToolCallOutcome, ToolDefinition, TurnReport,
+    Action, ActionResult, DenyReason, LifecycleCall, LifecycleState, SpawnRequest, ToolCallOutcome,
+    ToolDefinition, TurnReport,
 };
 use delegation_protocol::{
     Environment, HostInfo, InitializeParams, InitializeResult, PROTOCOL_VERSION, capability,

@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use wiremock::{Request, ResponseTemplate};
 
 use super::{
-    ModelReply, NO_LIFECYCLE_TOOL_TEXT, ParsedTurn, RenderContext, asks_for_title, content_text, digest_tools, json_body,
-    sse_body, sse_response,
+    ModelReply, NO_LIFECYCLE_TOOL_TEXT, ParsedTurn, RenderContext, asks_for_title, content_text,
+    digest_tools, json_body, sse_body, sse_response,
 };
 
 fn role_of(message: &Value) -> &str {
