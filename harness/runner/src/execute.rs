@@ -193,7 +193,8 @@ pub async fn execute(
                 .unless
                 .iter()
                 .filter(|property| init.capabilities.contains(property))
-                .map(|property| format!("declares `{property}`, under which this does not apply")),
+                // Read after "host lacks:" in every report.
+                .map(|property| format!("what this scenario asks of it: it declares `{property}`")),
         )
         .collect();
     let mut run = Run {
