@@ -206,3 +206,38 @@ fn the_spawned_twins_kill_the_mutants_of_their_originals() {
         );
     }
 }
+
+/// A host whose model's resume tool reopens a closed child (codex's
+/// `resume_agent`) is caught by the lifecycle negatives, which count the
+/// child's requests at the harness's endpoint, while the correct host passes them.
+#[test]
+fn lifecycle_resume_reopens_is_killed_by_the_lifecycle_negatives() {
+    let scenarios = workspace().join("scenarios");
+    let defect = Defect::LifecycleResumeReopens;
+    let md = tempfile::NamedTempFile::new().unwrap();
+    let md_arg = format!("markdown={}", md.path().display());
+    let o = harness(&[
+        "--scenarios",
+        scenarios.to_str().unwrap(),
+        "--filter",
+        "tr/05[678]-*",
+        "--defect",
+        defect.name(),
+        "--report",
+        &md_arg,
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("correct host: 3 passed"),
+        "the control and both negatives pass on the correct host:\n{out}"
+    );
+    let verdict = verdict_of(&out, defect);
+    assert!(verdict.ends_with("killed for the right reason"), "{out}");
+    let matrix = std::fs::read_to_string(md.path()).unwrap();
+    assert!(
+        matrix.contains("tr/057-closed-child-not-reopened-by-parent-model")
+            && matrix.contains("tr/058-child-closed-by-parent-model-stays-closed"),
+        "both negatives kill it:\n{matrix}"
+    );
+}

@@ -15,9 +15,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::digest::{ToolDefinition, digest_value};
-use crate::state::{Admission, HostState};
+use crate::state::{Admission, HostState, Journal};
 use crate::vocabulary::InvariantId;
-use crate::wire::{ApprovalState, DecidedBy, Decision, SpawnRequest};
+use crate::wire::{ApprovalState, DecidedBy, Decision, LifecycleState, SpawnRequest};
 
 macro_rules! defects {
     ($( $variant:ident, $name:literal, $id:ident, $description:literal; )*) => {
@@ -140,6 +140,8 @@ defects! {
         "a fork is given its source's parent's ceiling instead of the source's sealed one";
     QueuedFollowupAfterClose, "queued-followup-after-close", TR4,
         "a follow-up to a closed instance is refused but kept in a queue, and the queue is flushed to the model on the next turn";
+    LifecycleResumeReopens, "lifecycle-resume-reopens", TR1,
+        "the model's own resume tool (codex's resume_agent) reopens a closed child, so the input its model sends next reaches the model";
 }
 
 impl fmt::Display for Defect {
@@ -233,6 +235,25 @@ impl HostState {
             commitment: HostState::commitment(request),
             receipt: None,
         })
+    }
+
+    /// `lifecycle-resume-reopens`: a resume by the parent's model sets a
+    /// terminal target running again, committed like any state change.
+    /// Whether it did; `false` (nothing done) for a live target or without the defect.
+    pub fn defect_reopen_terminal(&mut self, journal: &mut dyn Journal, id: &str) -> bool {
+        if !self.has_defect(Defect::LifecycleResumeReopens) {
+            return false;
+        }
+        let Some(inst) = self.instances.get(id).filter(|i| i.state.is_terminal()) else {
+            return false;
+        };
+        let mut reopened = inst.clone();
+        reopened.state = LifecycleState::Running;
+        if self.commit_instance(journal, &reopened).is_err() {
+            return false;
+        }
+        self.instances.insert(id.to_string(), reopened);
+        true
     }
 
     /// `resume-rederives-ceiling`: replaces a child's sealed ceiling with its

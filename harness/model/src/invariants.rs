@@ -819,14 +819,35 @@ fn reuse_target(action: &Action) -> Option<&str> {
 /// TR1. After an instance was seen closed, cancelled or failed (observed, or
 /// a successful close/cancel/fail, or a failed model call), every later
 /// turn, tool call, delegation, receipt, resume or fork addressed to it is
-/// not successful, and its step shows zero model requests for it.
+/// not successful, and no later step shows a model request for it, whoever
+/// addressed it (the harness, or another instance's model).
 fn tr1(run: &Run) -> Vec<Violation> {
     let mut out = Vec::new();
     run.walk(|facts, entry| {
         let Some((action, _)) = action_of(entry) else {
             return;
         };
-        let Some(target) = reuse_target(action) else {
+        let direct = reuse_target(action);
+        // Addressed by someone else: a parent's model reaching the instance
+        // through its own lifecycle tools (resume, send_input), counted at
+        // the harness's endpoint whatever the host reports about it.
+        for (instance, &requests) in &entry.evidence.model_requests {
+            let Some(state) = facts.terminal(instance) else {
+                continue;
+            };
+            if requests > 0 && direct != Some(instance.as_str()) {
+                out.push(violation(
+                    InvariantId::TR1,
+                    entry.step,
+                    format!(
+                        "`{}` caused {requests} model request(s) for {state:?} instance `{instance}`; expected zero",
+                        action.method()
+                    ),
+                    json!({"model_requests": entry.evidence.model_requests}),
+                ));
+            }
+        }
+        let Some(target) = direct else {
             return;
         };
         let Some(state) = facts.terminal(target) else {

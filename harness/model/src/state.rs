@@ -292,6 +292,29 @@ impl PlanEnd {
     }
 }
 
+/// What the host must do about a lifecycle tool call of a parent's model,
+/// after the state machine decided: the one plan the reference host and the
+/// model's world share, so their answers cannot drift apart.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LifecyclePlan {
+    /// Nothing more to do; the answer for the target.
+    Done(ActionResult),
+    /// Run a turn on the target with this input, as for `instance/turn`
+    /// (refused there, before any model request, when the target is terminal).
+    Turn { input: String },
+}
+
+impl LifecyclePlan {
+    /// The turn report of the parent whose model made `call`, given what the plan came to.
+    pub fn report(call: &LifecycleCall, outcome: ActionResult) -> TurnReport {
+        TurnReport::Lifecycle {
+            op: call.op,
+            target: call.target.clone(),
+            lifecycle: Box::new(outcome),
+        }
+    }
+}
+
 /// A delegation that passed local admission and now waits for the authorizer (if any) and the commit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {
@@ -465,6 +488,15 @@ impl HostState {
     fn fresh_id(&mut self, prefix: &str) -> Id {
         self.next_id += 1;
         format!("{prefix}-{}", self.next_id)
+    }
+
+    /// Commits one instance row as it stands (for defects that bypass `transition`).
+    pub(crate) fn commit_instance(
+        &mut self,
+        journal: &mut dyn Journal,
+        i: &InstanceRecord,
+    ) -> Decided<()> {
+        self.commit(journal, vec![Self::instance_write(i)])
     }
 
     fn instance_write(i: &InstanceRecord) -> Write {
@@ -1410,6 +1442,41 @@ impl HostState {
                 r
             }
             Err(d) => d.into(),
+        }
+    }
+
+    /// A lifecycle tool call of a parent's model on `call.target`. Every op
+    /// on a terminal target is refused (`instance_terminal`) before anything
+    /// reaches the model (TR1); `send_input` and a `resume` with a message
+    /// run the target's turn, `close` closes it, `wait` polls with the
+    /// deadline now. The harness's `instance/*` methods and the model's tools
+    /// are one lifecycle: a close by either is terminal for both.
+    pub fn plan_lifecycle(
+        &mut self,
+        journal: &mut dyn Journal,
+        call: &LifecycleCall,
+    ) -> LifecyclePlan {
+        let target = call.target.as_str();
+        let input = call.message.clone().unwrap_or_default();
+        match call.op {
+            LifecycleOp::SendInput => LifecyclePlan::Turn { input },
+            LifecycleOp::Resume => {
+                let resumed = if self.defect_reopen_terminal(journal, target) {
+                    let mut r = ActionResult::ok();
+                    r.instance = Some(target.into());
+                    r
+                } else {
+                    self.resume(journal, target)
+                };
+                match &call.message {
+                    Some(_) if resumed.is_ok() => LifecyclePlan::Turn { input },
+                    _ => LifecyclePlan::Done(resumed),
+                }
+            }
+            LifecycleOp::Close => {
+                LifecyclePlan::Done(self.end(journal, target, LifecycleState::Closed))
+            }
+            LifecycleOp::Wait => LifecyclePlan::Done(self.wait(target, self.now)),
         }
     }
 

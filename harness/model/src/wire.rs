@@ -114,6 +114,32 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// One of the model-facing tools a parent's model addresses an existing child with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LifecycleOp {
+    /// Give the child input: it runs a turn (its model request).
+    SendInput,
+    /// Reopen an idle child; with a `message`, it then runs a turn on it.
+    Resume,
+    /// Close the child: terminal.
+    Close,
+    /// Ask whether the child has settled, without blocking (the deadline is now).
+    Wait,
+}
+
+/// A parent's model calling one lifecycle tool on one child, by the child's id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleCall {
+    pub op: LifecycleOp,
+    /// The child's instance id (a scenario names it by alias; the runner resolves it).
+    pub target: Id,
+    /// The input of `send_input` (required there) or of a `resume` that also runs a turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
 /// A delegation grant as the host issued it. The harness may hand it back
 /// altered to test tamper detection, so every field is plain data.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -433,6 +459,14 @@ pub enum TurnReport {
     ToolCall { tool: String },
     /// The model asked to delegate; the nested result is the delegation's.
     Spawn { spawn: Box<ActionResult> },
+    /// The model called a lifecycle tool on a child; the nested result is
+    /// what the host did to the target (refused, closed, resumed, or the
+    /// target's own turn, with its `turn`).
+    Lifecycle {
+        op: LifecycleOp,
+        target: Id,
+        lifecycle: Box<ActionResult>,
+    },
     /// The model endpoint failed; the instance failed.
     ModelFailed { detail: String },
 }

@@ -12,15 +12,22 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::digest::ToolDefinition;
-use crate::state::{AuthorizerAnswer, HostState, LiveTools, MemoryJournal, PlanEnd, ToolPlan};
+use crate::state::{
+    AuthorizerAnswer, HostState, LifecyclePlan, LiveTools, MemoryJournal, PlanEnd, ToolPlan,
+};
 use crate::wire::*;
 
 /// What the simulated model answers to an input containing a marker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SimReply {
     Message(String),
-    ToolCall { tool: String, arguments: Value },
+    ToolCall {
+        tool: String,
+        arguments: Value,
+    },
     Spawn(SpawnRequest),
+    /// A lifecycle tool call on a child, by the child's model id.
+    Lifecycle(LifecycleCall),
     Fail,
 }
 
@@ -506,6 +513,15 @@ impl World {
                 });
                 r
             }
+            SimReply::Lifecycle(call) => {
+                let outcome = match self.state.plan_lifecycle(&mut self.journal, &call) {
+                    LifecyclePlan::Done(outcome) => outcome,
+                    LifecyclePlan::Turn { input } => self.turn(&call.target, &input, live),
+                };
+                let mut r = ActionResult::ok();
+                r.turn = Some(LifecyclePlan::report(&call, outcome));
+                r
+            }
         };
         if self.crashed {
             // A dead host commits nothing more: the turn stays running in its store.
@@ -532,6 +548,131 @@ pub fn sample_tool(name: &str, class: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A parent, its child from a scripted spawn, and replies that call a
+    /// lifecycle tool on the child by the id the spawn gave it.
+    fn parent_and_child(defect: Option<crate::defects::Defect>) -> (World, String) {
+        let spawn = SimReply::Spawn(SpawnRequest {
+            role: "worker".into(),
+            task: "CHILD_TASK".into(),
+            authority: Default::default(),
+            model: None,
+            target: None,
+            worktree: false,
+        });
+        let mut world = World::new(vec![], vec![("SPAWN".to_string(), spawn)]);
+        world.state.set_defect(defect);
+        let start: StartRequest = serde_json::from_value(
+            json!({"role": "lead", "sandbox": "read-only", "approval_policy": "never", "cwd": "/w"}),
+        )
+        .unwrap();
+        world.apply(&Action::Start(start));
+        let root = world.state.instances.keys().next().unwrap().clone();
+        let spawned = world.apply(&Action::Turn {
+            instance: root.clone(),
+            input: "SPAWN".into(),
+        });
+        let StepKind::Action { result: Ok(r), .. } = &spawned.kind else {
+            panic!("{spawned:?}")
+        };
+        let Some(TurnReport::Spawn { spawn }) = &r.turn else {
+            panic!("no spawn: {r:?}")
+        };
+        let child = spawn.instance.clone().expect("a child");
+        assert_eq!(spawned.evidence.model_requests.get(&child), Some(&1));
+        let call = |op, message: Option<&str>| {
+            SimReply::Lifecycle(LifecycleCall {
+                op,
+                target: child.clone(),
+                message: message.map(str::to_string),
+            })
+        };
+        world.replies.extend([
+            (
+                "POKE".to_string(),
+                call(LifecycleOp::SendInput, Some("MORE")),
+            ),
+            ("REOPEN".to_string(), call(LifecycleOp::Resume, None)),
+            ("SHUT".to_string(), call(LifecycleOp::Close, None)),
+        ]);
+        (world, child)
+    }
+
+    /// A parent turn on `input`: what its lifecycle call came to, and the child's model requests.
+    fn turn(world: &mut World, child: &str, input: &str) -> (ActionResult, u64) {
+        let root = world
+            .state
+            .instances
+            .values()
+            .find(|i| i.parent.is_none())
+            .map(|i| i.id.clone())
+            .unwrap();
+        let entry = world.apply(&Action::Turn {
+            instance: root,
+            input: input.into(),
+        });
+        let StepKind::Action { result: Ok(r), .. } = &entry.kind else {
+            panic!("{entry:?}")
+        };
+        let requests = entry
+            .evidence
+            .model_requests
+            .get(child)
+            .copied()
+            .unwrap_or(0);
+        let Some(TurnReport::Lifecycle { lifecycle, .. }) = &r.turn else {
+            panic!("not a lifecycle turn: {r:?}")
+        };
+        ((**lifecycle).clone(), requests)
+    }
+
+    #[test]
+    fn a_lifecycle_call_runs_a_live_child_and_is_refused_on_a_closed_one() {
+        let (mut world, child) = parent_and_child(None);
+        let (sent, requests) = turn(&mut world, &child, "POKE");
+        assert!(sent.is_ok(), "{sent:?}");
+        assert_eq!(requests, 1, "send_input runs the child's turn");
+
+        let (closed, requests) = turn(&mut world, &child, "SHUT");
+        assert!(closed.is_ok(), "{closed:?}");
+        assert_eq!(requests, 0);
+        assert_eq!(world.state.instances[&child].state, LifecycleState::Closed);
+
+        for input in ["REOPEN", "POKE"] {
+            let (refused, requests) = turn(&mut world, &child, input);
+            assert_eq!(
+                refused.reason,
+                Some(crate::DenyReason::InstanceTerminal),
+                "{input}: {refused:?}"
+            );
+            assert_eq!(
+                requests, 0,
+                "{input}: no model request for the closed child"
+            );
+        }
+        assert_eq!(world.state.instances[&child].state, LifecycleState::Closed);
+        assert!(crate::invariants::check_all(&world.history).is_empty());
+    }
+
+    #[test]
+    fn the_reopening_mutant_is_seen_by_tr1_at_the_endpoint() {
+        let (mut world, child) =
+            parent_and_child(Some(crate::defects::Defect::LifecycleResumeReopens));
+        world.apply(&Action::Close {
+            instance: child.clone(),
+        });
+        let (reopened, requests) = turn(&mut world, &child, "REOPEN");
+        assert!(reopened.is_ok(), "the mutant reopens: {reopened:?}");
+        assert_eq!(requests, 0);
+        let (_, requests) = turn(&mut world, &child, "POKE");
+        assert_eq!(requests, 1, "the reopened child's turn reached the model");
+        let violated: Vec<_> = crate::invariants::check_all(&world.history)
+            .into_iter()
+            .map(|v| v.id)
+            .collect();
+        assert!(violated.contains(&crate::InvariantId::TR1), "{violated:?}");
+        assert!(violated.contains(&crate::InvariantId::TR4), "{violated:?}");
+    }
 
     /// Answering a request nobody issued is denied as unknown and reports no
     /// tool call (there is none); answering a real one reports the call.

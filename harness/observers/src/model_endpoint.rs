@@ -23,7 +23,14 @@
 //! ```
 //!
 //! Replies: `{"message": {"text": T}}`, `{"tool_call": {"tool": N, "arguments": {..}}}`,
-//! `{"spawn": SpawnRequest}` and `{"fail": {"status": 400..=599}}`.
+//! `{"spawn": SpawnRequest}`, `{"lifecycle": {"op", "target", "message"?}}`
+//! and `{"fail": {"status": 400..=599}}`.
+//!
+//! A `lifecycle` reply is the parent's model calling one of the host's own
+//! tools for its children: `op` is `send_input` (with `message`), `resume`
+//! (reopens an idle child; with `message` it also runs a turn on it),
+//! `close` or `wait`; `target` is a scenario alias, replaced by the runner
+//! with the host's instance id once it is bound.
 //!
 //! # The neutral format (for host adapter authors)
 //!
@@ -61,6 +68,23 @@
 //! Responses. Only role and task cross into those tools; the requested
 //! authority cannot be expressed there.
 //!
+//! A `lifecycle` reply becomes codex's own tool in namespace `multi_agent_v1`:
+//! `send_input {target, message}`, `resume_agent {id}`, `close_agent {target}`,
+//! `wait_agent {targets: [id], timeout_ms}`. Those ids are codex agent ids
+//! (thread ids), and the endpoint only knows the protocol's instance id: an
+//! adapter's relay must rewrite them to its host's ids before the host reads
+//! the answer, as the codex adapter's relay already rewrites scripted MCP tool
+//! names. A `resume` with a message is `resume_agent` only (codex has no
+//! resume with input; script the `send_input` as the next reply). For Chat
+//! Completions (opencode) `send_input`, and `resume` with a message, become
+//! the delegation tool with `task_id` (`task {description, prompt,
+//! subagent_type, task_id}`: opencode continues that child session with the
+//! prompt); `close`, `wait` and a bare `resume` have no opencode tool and are
+//! answered with the plain message [`NO_LIFECYCLE_TOOL_TEXT`]. The capabilities
+//! `model-lifecycle-tools` and `model-close-tools` say which a host has, so a
+//! scenario that needs a tool its host lacks is `unsupported`, never a pass
+//! on a message nobody acted on.
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
@@ -80,7 +104,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use delegation_model::{Evidence, SpawnRequest, ToolDefinition};
+use delegation_model::{Evidence, LifecycleCall, SpawnRequest, ToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -97,6 +121,9 @@ pub const ROLE_HEADER: &str = "x-delegation-role";
 pub const UNATTRIBUTED: &str = "unattributed";
 /// What the endpoint answers when no rule matches.
 pub const DEFAULT_REPLY_TEXT: &str = "ok";
+/// What a dialect answers for a `lifecycle` reply its host has no tool for.
+pub const NO_LIFECYCLE_TOOL_TEXT: &str =
+    "(scripted lifecycle call has no tool in this wire format; nothing to do)";
 /// What auxiliary (title) requests are answered with.
 pub const AUXILIARY_REPLY_TEXT: &str = "Harness session";
 
@@ -151,6 +178,9 @@ pub enum ModelReply {
     },
     /// A delegation request.
     Spawn(SpawnRequest),
+    /// A lifecycle tool call on an existing child. In a scenario `target`
+    /// names the child by alias; the runner puts the host's id there.
+    Lifecycle(LifecycleCall),
     /// The endpoint fails with this HTTP status (400..=599).
     Fail { status: u16 },
 }
@@ -172,12 +202,17 @@ impl ModelReply {
 pub struct ModelEndpointConfig {
     /// The Chat Completions tool a `spawn` reply calls. Default `task` (opencode).
     pub chat_delegation_tool: String,
+    /// The `subagent_type` of a Chat Completions `lifecycle` call (opencode
+    /// requires one even when `task_id` names the child). Default `general`,
+    /// opencode's built-in subagent.
+    pub chat_resume_subagent: String,
 }
 
 impl Default for ModelEndpointConfig {
     fn default() -> Self {
         ModelEndpointConfig {
             chat_delegation_tool: "task".to_string(),
+            chat_resume_subagent: "general".to_string(),
         }
     }
 }

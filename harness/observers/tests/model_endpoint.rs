@@ -2,7 +2,9 @@
 
 use std::time::{Duration, Instant};
 
-use delegation_model::{AuthorityRequest, Evidence, SpawnRequest, ToolDefinition};
+use delegation_model::{
+    AuthorityRequest, Evidence, LifecycleCall, LifecycleOp, SpawnRequest, ToolDefinition,
+};
 use delegation_observers::model_endpoint::{Attribution, INSTANCE_HEADER, UNATTRIBUTED};
 use delegation_observers::{ModelEndpoint, ModelMatch, ModelReply, ModelRule, WireFormat};
 use serde_json::{Value, json};
@@ -634,4 +636,113 @@ fn rules_read_naturally_in_scenario_json() {
         json!({ "when": { "input_contain": "GO" }, "reply": { "message": { "text": "x" } } }),
     );
     assert!(typo.unwrap_err().to_string().contains("input_contain"));
+}
+
+fn lifecycle(op: LifecycleOp, message: Option<&str>) -> ModelReply {
+    ModelReply::Lifecycle(LifecycleCall {
+        op,
+        target: "i-2".to_string(),
+        message: message.map(str::to_string),
+    })
+}
+
+/// The scripted lifecycle calls: as they are in the neutral format, as
+/// codex's multi_agent_v1 tools with codex's argument names in Responses,
+/// and as opencode's `task` with `task_id` in Chat Completions where opencode
+/// has that tool, else a plain message (nothing any host acts on).
+#[tokio::test]
+async fn lifecycle_replies_are_each_hosts_own_tools() {
+    let ops = [
+        ("SEND", lifecycle(LifecycleOp::SendInput, Some("FOLLOW_UP"))),
+        ("RESUME_WITH", lifecycle(LifecycleOp::Resume, Some("AGAIN"))),
+        ("RESUME", lifecycle(LifecycleOp::Resume, None)),
+        ("CLOSE", lifecycle(LifecycleOp::Close, None)),
+        ("WAIT", lifecycle(LifecycleOp::Wait, None)),
+    ];
+    let endpoint = ModelEndpoint::start(
+        ops.iter()
+            .map(|(marker, reply)| rule(input(marker), reply.clone()))
+            .collect(),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(
+        neutral_reply(&endpoint, "i-1", "SEND").await,
+        json!({ "lifecycle": { "op": "send_input", "target": "i-2", "message": "FOLLOW_UP" } })
+    );
+    assert_eq!(
+        neutral_reply(&endpoint, "i-1", "RESUME").await,
+        json!({ "lifecycle": { "op": "resume", "target": "i-2" } })
+    );
+
+    let codex = [
+        (
+            "SEND",
+            "send_input",
+            json!({ "target": "i-2", "message": "FOLLOW_UP" }),
+        ),
+        ("RESUME_WITH", "resume_agent", json!({ "id": "i-2" })),
+        ("RESUME", "resume_agent", json!({ "id": "i-2" })),
+        ("CLOSE", "close_agent", json!({ "target": "i-2" })),
+        (
+            "WAIT",
+            "wait_agent",
+            json!({ "targets": ["i-2"], "timeout_ms": 1000 }),
+        ),
+    ];
+    for (marker, name, arguments) in codex {
+        let body = json!({
+            "model": "fake", "stream": false,
+            "input": [{ "type": "message", "role": "user", "content": marker }],
+            "tools": [{ "type": "function", "name": "shell", "parameters": {} }],
+        });
+        let response: Value = post(&endpoint, "/v1/responses", &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let item = &response["output"][0];
+        assert_eq!(item["type"], "function_call", "{marker}: {item}");
+        assert_eq!(item["namespace"], "multi_agent_v1", "{marker}");
+        assert_eq!(item["name"], name, "{marker}");
+        let sent: Value = serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(sent, arguments, "{marker}");
+    }
+
+    let opencode = [
+        ("SEND", Some("FOLLOW_UP")),
+        ("RESUME_WITH", Some("AGAIN")),
+        ("RESUME", None),
+        ("CLOSE", None),
+        ("WAIT", None),
+    ];
+    for (marker, prompt) in opencode {
+        let body = chat_body(json!([{ "role": "user", "content": marker }]), false);
+        let completion: Value = post(&endpoint, "/v1/chat/completions", &body)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let message = &completion["choices"][0]["message"];
+        match prompt {
+            Some(prompt) => {
+                let call = &message["tool_calls"][0]["function"];
+                assert_eq!(call["name"], "task", "{marker}");
+                let sent: Value =
+                    serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+                assert_eq!(sent["task_id"], "i-2", "{marker}");
+                assert_eq!(sent["prompt"], prompt, "{marker}");
+                assert_eq!(sent["subagent_type"], "general", "{marker}");
+            }
+            None => {
+                assert_eq!(message["tool_calls"], Value::Null, "{marker}: {message}");
+                assert_eq!(
+                    message["content"],
+                    delegation_observers::model_endpoint::NO_LIFECYCLE_TOOL_TEXT,
+                    "{marker}"
+                );
+            }
+        }
+    }
 }

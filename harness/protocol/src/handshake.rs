@@ -90,6 +90,21 @@ pub mod capability {
     /// Without it a spawn reaches the host as a role and a task only, so a
     /// scenario whose point is a refused authority request cannot ask.
     pub const SPAWN_AUTHORITY: &str = "spawn-authority";
+    /// The host's model can give an existing child input by the child's id
+    /// (the scripted `lifecycle` replies `send_input`, and `resume` with a
+    /// `message`): codex's `send_input`, opencode's `task` with `task_id`.
+    pub const MODEL_LIFECYCLE_TOOLS: &str = "model-lifecycle-tools";
+    /// The host's model can also close a child, reopen it without input and
+    /// poll it (`close`, `resume` without a message, `wait`): codex's
+    /// `close_agent`, `resume_agent`, `wait_agent`.
+    pub const MODEL_CLOSE_TOOLS: &str = "model-close-tools";
+    /// A declared property, not a feature: by design a child closed by its
+    /// model's own close tool may be reopened (agents are reusable, as in
+    /// codex's multi-agent v2, which reuses them by task name). Scenarios
+    /// asking whether a model can reopen what it closed are `unsupported` on
+    /// a host declaring it (they are `unless` it); `instance/close` stays
+    /// terminal on every host.
+    pub const REUSABLE_AGENTS: &str = "reusable-agents";
 
     /// Capabilities that are a way to more authority: scenarios needing them
     /// still run against a host without them, and check that it refuses.
@@ -121,5 +136,8 @@ pub mod capability {
         OTHER_PROVIDERS,
         FULL_ACCESS_CHILDREN,
         SPAWN_AUTHORITY,
+        MODEL_LIFECYCLE_TOOLS,
+        MODEL_CLOSE_TOOLS,
+        REUSABLE_AGENTS,
     ];
 }

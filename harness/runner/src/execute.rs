@@ -195,6 +195,14 @@ pub async fn execute(
                 && !delegation_protocol::capability::AUTHORITY_WIDENING.contains(&need.as_str())
         })
         .cloned()
+        .chain(
+            scenario
+                .unless
+                .iter()
+                .filter(|property| init.capabilities.contains(property))
+                // Read after "host lacks:" in every report.
+                .map(|property| format!("what this scenario asks of it: it declares `{property}`")),
+        )
         .collect();
     let mut run = Run {
         scenario,
@@ -623,13 +631,22 @@ impl Run<'_> {
         ))
     }
 
-    /// Whether any model rule names an instance by alias (`when.instance`, `attribute_to`).
+    /// Whether any model rule names an instance by alias (`when.instance`,
+    /// `attribute_to`, a lifecycle call's `target`).
     fn rules_name_aliases(&self) -> bool {
         self.rules.iter().any(|r| {
-            [r.when.instance.as_deref(), r.attribute_to.as_deref()]
-                .into_iter()
-                .flatten()
-                .any(|name| self.aliases.contains_key(name))
+            let target = match &r.reply {
+                delegation_observers::ModelReply::Lifecycle(call) => Some(call.target.as_str()),
+                _ => None,
+            };
+            [
+                r.when.instance.as_deref(),
+                r.attribute_to.as_deref(),
+                target,
+            ]
+            .into_iter()
+            .flatten()
+            .any(|name| self.aliases.contains_key(name))
         })
     }
 
@@ -644,6 +661,11 @@ impl Run<'_> {
         for rule in &mut rules {
             resolve(&mut rule.when.instance);
             resolve(&mut rule.attribute_to);
+            if let delegation_observers::ModelReply::Lifecycle(call) = &mut rule.reply
+                && let Some(bound) = self.aliases.get(&call.target)
+            {
+                call.target = bound.id.clone();
+            }
         }
         rules
     }

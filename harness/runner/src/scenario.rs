@@ -62,6 +62,12 @@ pub struct Scenario {
     /// Host capability names this scenario needs (see `delegation_protocol::capability`).
     #[serde(default)]
     pub needs: Vec<String>,
+    /// Capability names that make this scenario `unsupported` when the host
+    /// declares them: declared properties under which the scenario's
+    /// question does not apply (`reusable-agents`: the host's model may
+    /// reopen what it closed, by design).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unless: Vec<String>,
     #[serde(default)]
     pub kind: ScenarioKind,
     /// The id of this scenario's positive control; required when `kind` is `negative`.
@@ -908,16 +914,33 @@ impl Scenario {
                 "a twin (`twin_of`) creates every child through the model's spawn: replace this `delegate` with a `turn` on its parent whose scripted reply is {\"spawn\": {\"role\", \"task\"}}".into(),
             ));
         }
-        for (i, need) in self.needs.iter().enumerate() {
+        let named = self
+            .needs
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("needs[{i}]"), n))
+            .chain(
+                self.unless
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (format!("unless[{i}]"), n)),
+            );
+        for (path, need) in named {
             if !delegation_protocol::capability::ALL.contains(&need.as_str()) {
                 return Err(invalid(
-                    format!("needs[{i}]"),
+                    path,
                     format!(
                         "`{need}` is not a capability name; expected one of: {}",
                         delegation_protocol::capability::ALL.join(", ")
                     ),
                 ));
             }
+        }
+        if let Some(need) = self.needs.iter().find(|n| self.unless.contains(n)) {
+            return Err(invalid(
+                "unless".into(),
+                format!("`{need}` is both needed and excluded: the scenario could never run"),
+            ));
         }
         if let Some(i) = self.steps.iter().position(
             |s| matches!(&s.action, StepAction::Start(start) if !start.request.tools.is_empty()),
@@ -1108,6 +1131,86 @@ impl Scenario {
                         ),
                     ));
                 }
+            }
+        }
+        self.validate_lifecycle_replies(&bound, file)
+    }
+
+    /// Every scripted `lifecycle` reply: its target is an instance alias some
+    /// step binds (the runner puts the host id there once it is bound), a
+    /// `send_input` carries its input, and the scenario needs the capability
+    /// for the tool, so a host without it is `unsupported` instead of passing
+    /// on a call it never received.
+    fn validate_lifecycle_replies(
+        &self,
+        bound: &BTreeMap<String, AliasKind>,
+        file: &Path,
+    ) -> Result<(), ScenarioError> {
+        use delegation_model::LifecycleOp;
+        use delegation_protocol::capability::{MODEL_CLOSE_TOOLS, MODEL_LIFECYCLE_TOOLS};
+        let invalid = |path: String, message: String| ScenarioError::Invalid {
+            file: file.to_path_buf(),
+            path,
+            message,
+        };
+        let setup = self
+            .setup
+            .model
+            .iter()
+            .enumerate()
+            .map(|(r, rule)| (format!("setup.model[{r}].reply.lifecycle"), rule));
+        let steps = self.steps.iter().enumerate().flat_map(|(i, step)| {
+            let rules = match &step.action {
+                StepAction::ModelEndpoint(ModelEndpointStep::Rules(rules)) => rules.as_slice(),
+                _ => &[],
+            };
+            rules.iter().enumerate().map(move |(r, rule)| {
+                (
+                    format!("steps[{i}].model_endpoint.rules[{r}].reply.lifecycle"),
+                    rule,
+                )
+            })
+        });
+        for (path, rule) in setup.chain(steps) {
+            let delegation_observers::ModelReply::Lifecycle(call) = &rule.reply else {
+                continue;
+            };
+            match bound.get(&call.target) {
+                Some(AliasKind::Instance) => {}
+                _ => {
+                    return Err(invalid(
+                        format!("{path}.target"),
+                        format!(
+                            "`{}` is not an instance alias any step binds; a lifecycle call names a child by the alias its spawn or delegation bound",
+                            call.target
+                        ),
+                    ));
+                }
+            }
+            if call.op == LifecycleOp::SendInput && call.message.is_none() {
+                return Err(invalid(
+                    format!("{path}.message"),
+                    "a `send_input` gives the child input: add `message`".into(),
+                ));
+            }
+            let gives_input = call.message.is_some()
+                && matches!(call.op, LifecycleOp::SendInput | LifecycleOp::Resume);
+            let need = if gives_input {
+                MODEL_LIFECYCLE_TOOLS
+            } else {
+                MODEL_CLOSE_TOOLS
+            };
+            if !self.needs.iter().any(|n| n == need) {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "a scripted `{}` call reaches only a host whose model has that tool: add \"{need}\" to `needs`",
+                        serde_json::to_value(call.op)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
+                    ),
+                ));
             }
         }
         Ok(())

@@ -15,10 +15,10 @@ use async_trait::async_trait;
 use delegation_model::defects::Defect;
 use delegation_model::digest::sha256_hex;
 use delegation_model::state::{
-    Admission, AuthorizerAnswer, HostState, LiveTools, PlanEnd, ToolPlan,
+    Admission, AuthorizerAnswer, HostState, LifecyclePlan, LiveTools, PlanEnd, ToolPlan,
 };
 use delegation_model::{
-    Action, ActionResult, DenyReason, LifecycleState, SpawnRequest, ToolCallOutcome,
+    Action, ActionResult, DenyReason, LifecycleCall, LifecycleState, SpawnRequest, ToolCallOutcome,
     ToolDefinition, TurnReport,
 };
 use delegation_protocol::{
@@ -55,6 +55,8 @@ pub const REFERENCE_CAPABILITIES: &[&str] = &[
     capability::FULL_ACCESS_CHILDREN,
     capability::REVIEWER,
     capability::SPAWN_AUTHORITY,
+    capability::MODEL_LIFECYCLE_TOOLS,
+    capability::MODEL_CLOSE_TOOLS,
 ];
 
 /// The state a started reference host carries between calls.
@@ -370,6 +372,23 @@ impl ReferenceHost {
         Ok(())
     }
 
+    /// A lifecycle tool call of a parent's model, as the model plans it; a
+    /// turn it asks for is the target's own (its model request).
+    fn lifecycle<'a>(
+        &'a mut self,
+        call: &'a LifecycleCall,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<ActionResult, HostError>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            let run = self.running("instance/turn")?;
+            match run.state.plan_lifecycle(&mut run.journal, call) {
+                LifecyclePlan::Done(outcome) => Ok(outcome),
+                LifecyclePlan::Turn { input } => self.turn(&call.target, &input).await,
+            }
+        })
+    }
+
     async fn turn(&mut self, instance: &str, input: &str) -> Result<ActionResult, HostError> {
         let method = "instance/turn";
         let http = self.http.clone();
@@ -460,6 +479,22 @@ impl ReferenceHost {
                     let mut r = ActionResult::ok();
                     r.turn = Some(TurnReport::ModelFailed {
                         detail: format!("model asked for an invalid spawn: {e}"),
+                    });
+                    r
+                }
+            }
+        } else if let Some(call) = reply.get("lifecycle") {
+            match serde_json::from_value::<LifecycleCall>(call.clone()) {
+                Ok(call) => {
+                    let outcome = self.lifecycle(&call).await?;
+                    let mut r = ActionResult::ok();
+                    r.turn = Some(LifecyclePlan::report(&call, outcome));
+                    r
+                }
+                Err(e) => {
+                    let mut r = ActionResult::ok();
+                    r.turn = Some(TurnReport::ModelFailed {
+                        detail: format!("model asked for an invalid lifecycle call: {e}"),
                     });
                     r
                 }

@@ -1,11 +1,12 @@
 //! OpenAI Chat Completions (`POST /v1/chat/completions`), as opencode speaks it through `@ai-sdk/openai-compatible`.
 
+use delegation_model::{LifecycleCall, LifecycleOp};
 use serde_json::{Value, json};
 use wiremock::{Request, ResponseTemplate};
 
 use super::{
-    ModelReply, ParsedTurn, RenderContext, asks_for_title, content_text, digest_tools, json_body,
-    sse_body, sse_response,
+    ModelReply, NO_LIFECYCLE_TOOL_TEXT, ParsedTurn, RenderContext, asks_for_title, content_text,
+    digest_tools, json_body, sse_body, sse_response,
 };
 
 fn role_of(message: &Value) -> &str {
@@ -92,6 +93,23 @@ fn output(reply: &ModelReply, context: &RenderContext) -> Output {
             })
             .to_string(),
         },
+        // opencode resumes a child by calling its delegation tool with the
+        // child's session id: that runs the child's turn with the prompt.
+        ModelReply::Lifecycle(LifecycleCall {
+            op: LifecycleOp::SendInput | LifecycleOp::Resume,
+            target,
+            message: Some(message),
+        }) => Output::Call {
+            name: context.config.chat_delegation_tool.clone(),
+            arguments: json!({
+                "description": "continue the task",
+                "prompt": message,
+                "subagent_type": context.config.chat_resume_subagent.clone(),
+                "task_id": target,
+            })
+            .to_string(),
+        },
+        ModelReply::Lifecycle(_) => Output::Text(NO_LIFECYCLE_TOOL_TEXT.to_string()),
         ModelReply::Fail { .. } => unreachable!("failures are answered before rendering"),
     }
 }

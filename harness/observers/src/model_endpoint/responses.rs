@@ -1,5 +1,6 @@
 //! The OpenAI Responses API (`POST /v1/responses`), as codex speaks it.
 
+use delegation_model::{LifecycleCall, LifecycleOp};
 use serde_json::{Value, json};
 use wiremock::{Request, ResponseTemplate};
 
@@ -11,6 +12,8 @@ use super::{
 /// Codex's delegation tool and the namespace its multi-agent tools live in.
 pub(super) const SPAWN_TOOL: &str = "spawn_agent";
 pub(super) const SPAWN_NAMESPACE: &str = "multi_agent_v1";
+/// The `timeout_ms` of a scripted `wait_agent`: a wait in a scripted turn is a poll.
+const WAIT_TIMEOUT_MS: u64 = 1_000;
 
 fn is_user_message(item: &Value) -> bool {
     let typ = item.get("type").and_then(Value::as_str);
@@ -111,7 +114,35 @@ fn output_item(reply: &ModelReply, seq: usize) -> Value {
             "arguments": json!({ "message": spawn.task, "agent_type": spawn.role }).to_string(),
             "status": "completed",
         }),
+        ModelReply::Lifecycle(call) => {
+            let (name, arguments) = lifecycle_call(call);
+            json!({
+                "type": "function_call", "id": format!("fc_harness_{seq}"), "call_id": call_id,
+                "namespace": SPAWN_NAMESPACE, "name": name, "arguments": arguments.to_string(),
+                "status": "completed",
+            })
+        }
         ModelReply::Fail { .. } => unreachable!("failures are answered before rendering"),
+    }
+}
+
+/// Codex's multi-agent v1 tool for a lifecycle op, with its argument names.
+/// The ids are the protocol's instance ids: the adapter's relay turns them
+/// into codex agent ids.
+fn lifecycle_call(call: &LifecycleCall) -> (&'static str, Value) {
+    let target = &call.target;
+    match call.op {
+        LifecycleOp::SendInput => (
+            "send_input",
+            json!({ "target": target, "message": call.message.clone().unwrap_or_default() }),
+        ),
+        LifecycleOp::Resume => ("resume_agent", json!({ "id": target })),
+        LifecycleOp::Close => ("close_agent", json!({ "target": target })),
+        // A poll: codex clamps the timeout to its own minimum.
+        LifecycleOp::Wait => (
+            "wait_agent",
+            json!({ "targets": [target], "timeout_ms": WAIT_TIMEOUT_MS }),
+        ),
     }
 }
 

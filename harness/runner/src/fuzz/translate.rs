@@ -74,6 +74,12 @@ fn setup(driver: &Driver, configuration: Configuration, authorizer: bool) -> Set
                     json!({"tool_call": {"tool": tool, "arguments": arguments}})
                 }
                 SimReply::Spawn(request) => json!({ "spawn": request }),
+                // The driver scripts no lifecycle call: its target would be a
+                // model id, which a scenario rule can only name by an alias
+                // bound later.
+                SimReply::Lifecycle(call) => panic!(
+                    "the fuzz driver scripted a lifecycle call ({call:?}); translating one needs its target as an alias"
+                ),
                 // The world fails the instance on any endpoint failure; 500 is one.
                 SimReply::Fail => json!({"fail": {"status": 500}}),
             };
@@ -170,6 +176,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
             checks: InvariantId::ALL.to_vec(),
             tier: Tier::Must,
             needs: needs(&t.steps),
+            unless: Vec::new(),
             kind: ScenarioKind::Plain,
             control: None,
             twin_of: None,

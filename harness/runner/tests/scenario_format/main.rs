@@ -388,3 +388,72 @@ fn an_instance_started_with_tools_needs_mcp() {
         "{error}"
     );
 }
+
+/// A scripted lifecycle call needs the capability for its tool, names a
+/// bound instance alias, and a `send_input` carries input; a property both
+/// needed and excluded is refused.
+#[test]
+fn lifecycle_replies_need_their_capability_and_a_bound_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let file = root.join("tr/057-closed-child-not-reopened-by-parent-model.json");
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let error_of = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut value = original.clone();
+        edit(&mut value);
+        let scenario = Scenario::parse(&value.to_string(), &file).unwrap();
+        scenario.validate(&file).unwrap_err().to_string()
+    };
+    let rule_of = |value: &mut serde_json::Value, marker: &str| -> usize {
+        value["setup"]["model"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|r| r["when"]["input_contains"] == marker)
+            .unwrap()
+    };
+
+    let error = error_of(&|v| {
+        v["needs"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n != "model-close-tools")
+    });
+    assert!(
+        error.contains("reply.lifecycle") && error.contains("add \"model-close-tools\""),
+        "a bare resume needs model-close-tools: {error}"
+    );
+    let error = error_of(&|v| {
+        v["needs"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n != "model-lifecycle-tools")
+    });
+    assert!(error.contains("add \"model-lifecycle-tools\""), "{error}");
+
+    let error = error_of(&|v| {
+        let r = rule_of(v, "POKE_CHILD");
+        v["setup"]["model"][r]["reply"]["lifecycle"]["target"] = "nobody".into();
+    });
+    assert!(
+        error.contains(".target") && error.contains("`nobody` is not an instance alias"),
+        "{error}"
+    );
+    let error = error_of(&|v| {
+        let r = rule_of(v, "POKE_CHILD");
+        v["setup"]["model"][r]["reply"]["lifecycle"]
+            .as_object_mut()
+            .unwrap()
+            .remove("message");
+    });
+    assert!(
+        error.contains(".message") && error.contains("add `message`"),
+        "{error}"
+    );
+
+    let error = error_of(&|v| v["unless"] = serde_json::json!(["nested-delegation"]));
+    assert!(error.contains("both needed and excluded"), "{error}");
+
+    let scenario = Scenario::parse(&original.to_string(), &file).unwrap();
+    scenario.validate(&file).unwrap();
+}
