@@ -672,7 +672,7 @@ class Adapter:
             self.codex_info = answer.get("result") or {}
         self.initialized = True
         return {"host": {"name": "codex", "version": CODEX_VERSION}, "protocol_version": "1.0",
-                "capabilities": ["nested-delegation", "mcp", "restart", "fork"]}
+                "capabilities": ["nested-delegation", "mcp", "restart", "fork", "direct-tool-calls"]}
 
     def configure(self, p):
         if p.get("auto_approve"):
@@ -951,6 +951,10 @@ class Adapter:
         body = {"decision": reply}
         if approval["codex_method"] == "mcpServer/elicitation/request":
             body = {"action": "accept" if decision == "allow" else "decline", "content": None}
+        elif approval["codex_method"] == "item/permissions/requestApproval":
+            # codex's permission request is answered with the grant itself: all it asked, or nothing
+            asked = (msg.get("params") or {}).get("permissions") or {}
+            body = {"permissions": asked if decision == "allow" else {}, "scope": "turn"}
         self.server.send({"id": msg["id"], "result": body})
         with self.state.lock:
             approval["state"] = "dispatched"
@@ -1013,9 +1017,9 @@ class Adapter:
             message = answer["error"].get("message", "")
             if inst["state"] in TERMINAL and terminal_refusal(message):
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
-            return {"outcome": "ok", "instance": inst["id"], "tool_call": {
-                "tool": tool, "outcome": "denied", "reason": "mcp_call_refused",
-                "detail": "codex refused mcpServer/tool/call: %s" % message}}
+            detail = "codex refused mcpServer/tool/call: %s" % message
+            return {"outcome": "denied", "reason": "mcp_call_refused", "instance": inst["id"], "detail": detail,
+                    "tool_call": {"tool": tool, "outcome": "denied", "reason": "mcp_call_refused"}}
         result = answer.get("result") or {}
         text = "".join(c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict))
         report = {"tool": tool, "outcome": "executed", "result": text}

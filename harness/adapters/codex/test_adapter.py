@@ -105,6 +105,7 @@ class Framing(unittest.TestCase):
         self.assertEqual(result["host"]["name"], "codex")
         for fake in ("receipts", "external-authorizer", "auto-approval", "clock", "fault-injection", "wait"):
             self.assertNotIn(fake, result["capabilities"])
+        self.assertIn("direct-tool-calls", result["capabilities"])
         for _ in range(50):
             if len(self.d.sent()) >= 2:
                 break
@@ -265,8 +266,9 @@ class Mapping(unittest.TestCase):
         call = [m for m in self.d.sent() if m.get("method") == "mcpServer/tool/call"][0]["params"]
         thread = [m for m in self.d.sent() if m.get("method") == "thread/name/set"][0]["params"]["threadId"]
         self.assertEqual(call, {"threadId": thread, "server": "harness", "tool": "notes.read", "arguments": {"path": "a"}})
-        refused = self.d.call("instance/tool_call", {"instance": iid, "tool": "refused.tool"})["result"]["tool_call"]
+        refused = self.d.call("instance/tool_call", {"instance": iid, "tool": "refused.tool"})["result"]
         self.assertEqual((refused["outcome"], refused["reason"]), ("denied", "mcp_call_refused"))
+        self.assertEqual((refused["tool_call"]["outcome"], refused["tool_call"]["reason"]), ("denied", "mcp_call_refused"))
         self.assertIn("not enabled", refused["detail"])
         self.d.call("instance/close", {"instance": iid})
         closed = self.d.call("instance/tool_call", {"instance": iid, "tool": "notes.read"})["result"]
