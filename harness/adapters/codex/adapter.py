@@ -1022,6 +1022,12 @@ class Adapter:
                     "tool_call": {"tool": tool, "outcome": "denied", "reason": "mcp_call_refused"}}
         result = answer.get("result") or {}
         text = "".join(c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict))
+        if result.get("isError"):
+            # codex passed the call on and the MCP server answered an error (an unknown tool, a
+            # failed handler): codex itself refused nothing, and its name for this is its own
+            detail = "codex forwarded the call; the MCP server answered an error: %s" % text
+            return {"outcome": "denied", "reason": "mcp_tool_error", "instance": inst["id"], "detail": detail,
+                    "tool_call": {"tool": tool, "outcome": "denied", "reason": "mcp_tool_error", "result": text}}
         report = {"tool": tool, "outcome": "executed", "result": text}
         return {"outcome": "ok", "instance": inst["id"], "tool_call": report}
 

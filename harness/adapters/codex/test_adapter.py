@@ -270,6 +270,9 @@ class Mapping(unittest.TestCase):
         self.assertEqual((refused["outcome"], refused["reason"]), ("denied", "mcp_call_refused"))
         self.assertEqual((refused["tool_call"]["outcome"], refused["tool_call"]["reason"]), ("denied", "mcp_call_refused"))
         self.assertIn("not enabled", refused["detail"])
+        # codex passed it on and the server answered an error: denied in codex's words, not as drift
+        gone = self.d.call("instance/tool_call", {"instance": iid, "tool": "gone.tool"})["result"]
+        self.assertEqual((gone["outcome"], gone["reason"], gone["tool_call"]["outcome"]), ("denied", "mcp_tool_error", "denied"))
         self.d.call("instance/close", {"instance": iid})
         closed = self.d.call("instance/tool_call", {"instance": iid, "tool": "notes.read"})["result"]
         self.assertEqual((closed["outcome"], closed["reason"]), ("denied", "instance_terminal"))

@@ -9,7 +9,7 @@ source.subagent depth); SPAWN-READONLY gives the child a read-only profile of it
 APPROVE raises item/commandExecution/requestApproval and waits for the answer; anything
 else answers with an agentMessage. thread/delete removes the rollout, thread/archive
 moves it to archived_sessions. mcpServer/tool/call answers "called TOOL" (an error for
-tool "refused.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
+tool "refused.tool", an isError result for "gone.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
 written to $FAKE_PID, its HOME/TMPDIR/XDG_* to $FAKE_ENV; $FAKE_WIDEN makes it answer a
 workspace-write sandbox with /tmp writable whatever it was asked.
 """
@@ -230,6 +230,8 @@ def handle(method, params, rid):
             raise LookupError("thread not found: %s" % thread)
         if params["tool"] == "refused.tool":
             raise LookupError("tool refused.tool is not enabled for server %s" % params["server"])
+        if params["tool"] == "gone.tool":
+            return {"content": [{"type": "text", "text": "unknown tool gone.tool"}], "isError": True}
         return {"content": [{"type": "text", "text": "called " + params["tool"]}]}
     raise NotImplementedError("fake: no " + method)
 
