@@ -685,9 +685,17 @@ class Adapter:
             raise ProtocolError(UNSUPPORTED_OPTION, "authorizer_required: codex cannot consult an external authorizer")
         if p.get("strict_mode"):
             raise ProtocolError(UNSUPPORTED_OPTION, "strict_mode: codex has no strict mode for children")
-        roles = p.get("roles") or {}
-        for name, default in roles.items():
-            self.role_layer(name, default)  # refuses (-32001) what a codex role file cannot say
+        roles = {}
+        for name, default in (p.get("roles") or {}).items():
+            try:
+                self.role_layer(name, default)
+            except ProtocolError as e:
+                # a role codex cannot express (a granular approval policy, an external sandbox) is
+                # not defined in codex at all: a spawn naming it meets codex's own refusal of an
+                # unknown agent_type, never a role silently made wider or narrower
+                log("role %s is not defined in codex: %s" % (name, e.message))
+                continue
+            roles[name] = default
         self.roles = roles
         return {"outcome": "ok"}
 

@@ -334,8 +334,14 @@ class Mapping(unittest.TestCase):
             worker = f.read()
         self.assertIn('sandbox_mode = "workspace-write"', worker)
         self.assertIn("exclude_slash_tmp = true", worker)
-        self.assertEqual(self.d.call("host/configure", {"roles": {"vm": {"sandbox": {"external": {"name": "v"}}}}})
-                         ["error"]["code"], -32001)
+        # a role codex cannot express is left out of codex, not approximated
+        self.assertEqual(self.d.call("host/configure", {"roles": dict(roles, vm={"sandbox": {"external": {"name": "v"}}},
+                                                                      builder={"approval_policy": {"granular": {"ask": [], "deny": []}}})})
+                         ["result"], {"outcome": "ok"})
+        self.d.call("instance/start", START)
+        config = [m["params"] for m in self.d.sent() if m.get("method") == "thread/start"][1]["config"]
+        self.assertIn("agents.reviewer.config_file", config)
+        self.assertFalse([k for k in config if k.startswith(("agents.vm.", "agents.builder."))])
 
     def test_spawn_without_child_marks_its_reason_inferred(self):
         a = adapter.Adapter()
