@@ -568,6 +568,10 @@ class Adapter:
                 entry.update({"turn_id": turn.get("id"), "done": True, "status": turn.get("status"),
                               "error": turn.get("error")})
                 iid = self.state.by_thread.get(thread)
+                if iid and self.state.instances[iid].get("resumed"):
+                    with self.state.lock:
+                        self.state.instances[iid]["resumed"] = False
+                        self.state.commit()
                 if iid and self.state.instances[iid]["state"] == "running":
                     self.state.set_state(iid, "completed")
             elif method == "item/completed":
@@ -947,12 +951,17 @@ class Adapter:
                 ok = item.get("status") in ("completed",)
                 result["turn"] = {"reply": "tool_call", "tool": tool}
                 result["tool_call"] = {"tool": tool, "outcome": "executed" if ok else "denied"}
-                if item["type"] == "mcpToolCall" and item.get("status") == "failed" and item.get("error"):
+                error_text = str((item.get("error") or {}).get("message", ""))
+                if item["type"] == "mcpToolCall" and item.get("status") == "failed" and MCP_SERVER_FAILED in error_text:
                     # codex dispatched the call and the MCP server answered an error (codex's item
-                    # says so): codex refused nothing
+                    # says "tool call failed for `server/tool`"): codex refused nothing
                     result["tool_call"] = {"tool": tool, "outcome": "executed",
                                            "result": "error: %s" % str((item.get("error") or {}).get("message", ""))[:400]}
                     log("codex's mcpToolCall of %s failed at the MCP server: %s" % (tool, json.dumps(item.get("error"))[:600]))
+                elif item["type"] == "mcpToolCall" and APPROVAL_NEVER in error_text:
+                    # codex's own refusal: the call needs approval and the policy says never ask
+                    result["tool_call"]["reason"] = "policy_denied"
+                    result["tool_call"]["detail"] = "codex: %s" % error_text[:300]
                 elif not ok:
                     # codex's item says declined or failed, not why in the harness's words
                     result["tool_call"]["reason"] = "policy_denied"
@@ -1146,6 +1155,10 @@ class Adapter:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
             raise ProtocolError(HOST_FAILURE, "codex thread/resume: %s" % answer["error"].get("message"))
         self.loaded.add(inst["thread"])
+        with self.state.lock:
+            # codex took the resume: the instance runs again until its next turn completes
+            inst["resumed"] = True
+            self.state.commit()
         depth = int(ceiling.get("delegation_depth", 0))
         return {"outcome": "ok", "instance": inst["id"], "effective": self.ceiling_from_codex(answer["result"], depth)}
 
@@ -1207,8 +1220,9 @@ class Adapter:
             entry["state"] = "running"
         else:
             # idle or not loaded: completed once a turn ran (the rollout records its turn context),
-            # else running, as a started instance is until its first turn completes
-            entry["state"] = "completed" if rollout_turns(path) else "running"
+            # else running, as a started instance is until its first turn completes; likewise a
+            # resume codex accepted runs until the next turn of the thread completes
+            entry["state"] = "completed" if rollout_turns(path) and not inst.get("resumed") else "running"
         parent_thread = thread.get("parentThreadId")
         if parent_thread:
             parent = self.state.by_thread.get(parent_thread)
@@ -1355,6 +1369,10 @@ def map_tool_calls(data, offered):
 
 
 UNSUPPORTED_CALL = "unsupported call: "
+# codex's words in a failed mcpToolCall item: the server failed the call it was sent, or codex
+# refused to send it because it needs an approval the policy never gives
+MCP_SERVER_FAILED = "tool call failed for `"
+APPROVAL_NEVER = "requires approval, but approval policy is never"
 
 
 def refused_calls(body):

@@ -355,6 +355,37 @@ class Mapping(unittest.TestCase):
         self.assertEqual(result["turn"]["spawn"]["inferred"], ["reason"])
         self.assertEqual(result["inferred"], ["spawn"])
 
+    def test_resumed_instance_runs_until_its_next_turn_completes(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        state = lambda: {i["id"]: i["state"] for i in
+                         self.d.call("state/observe")["result"]["observed"]["instances"]}[iid]
+        self.d.call("instance/turn", {"instance": iid, "input": "hello"})
+        self.assertEqual(state(), "completed")
+        self.assertEqual(self.d.call("instance/resume", {"instance": iid})["result"]["outcome"], "ok")
+        self.assertEqual(state(), "running")
+        self.d.call("instance/turn", {"instance": iid, "input": "again"})
+        self.assertEqual(state(), "completed")
+
+    def test_failed_mcp_items_say_who_refused(self):
+        a = adapter.Adapter()
+        a.state = adapter.State(tempfile.mkdtemp())
+        inst = a.state.new_instance("T1", role="lead")
+
+        def report(error):
+            a.turns["T1"] = {"items": [{"type": "mcpToolCall", "tool": "probe_read", "status": "failed",
+                                        "error": {"message": error}}],
+                             "done": True, "status": "completed", "spawn_asked": 0, "refused_before": set()}
+            return a._turn_report(inst, "T1", 0, [])
+
+        # codex's own refusal under never: policy_denied in codex's words, nothing inferred
+        never = report("MCP tool call requires approval, but approval policy is never")
+        self.assertEqual((never["tool_call"]["outcome"], never["tool_call"]["reason"]), ("denied", "policy_denied"))
+        self.assertNotIn("inferred", never)
+        # the server failed a call codex sent: dispatched, codex refused nothing
+        server = report("tool call error: tool call failed for `harness/notes.read`\n\nCaused by: Mcp error: -32602")
+        self.assertEqual(server["tool_call"]["outcome"], "executed")
+        self.assertNotIn("reason", server["tool_call"])
+
     def test_unknown_instance(self):
         result = self.d.call("instance/turn", {"instance": "i-99", "input": "x"})["result"]
         self.assertEqual(result["reason"], "instance_unknown")
