@@ -1107,7 +1107,7 @@ class Adapter:
         """The per-thread config of the sealed ceiling: delegation depth, the named MCP tools, the
         workspace-write roots without /tmp and $TMPDIR, and the configured roles."""
         ceiling = inst.get("ceiling") or {}
-        config = {"agents.max_depth": int(ceiling.get("delegation_depth", 0))}
+        config = {"agents.max_depth": self.configured_depth(inst, ceiling)}
         for server in self.mcp_servers:
             config["mcp_servers.%s.enabled_tools" % server_key(server["name"])] = list(inst.get("tools") or [])
         policy = inst.get("policy") or {}
@@ -1121,6 +1121,17 @@ class Adapter:
             config["agents.%s.config_file" % name] = path
             config["agents.%s.description" % name] = "harness role %s" % name
         return config
+
+    def configured_depth(self, inst, ceiling):
+        """codex's `agents.max_depth` for a thread: codex counts a spawned child's depth from its
+        root, so a spawned child keeps its root's configured depth (its own remaining depth
+        would stop it one level early); a root or a fork has its own."""
+        root = inst
+        while root.get("parent") and not root.get("forked_from") and root["parent"] in self.state.instances:
+            root = self.state.instances[root["parent"]]
+        if root is not inst:
+            return int((root.get("ceiling") or {}).get("delegation_depth", 0))
+        return int(ceiling.get("delegation_depth", 0))
 
     def sealed_params(self, inst):
         """thread/resume and thread/fork parameters that restore the sealed ceiling, not codex's

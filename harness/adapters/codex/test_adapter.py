@@ -366,6 +366,15 @@ class Mapping(unittest.TestCase):
         self.d.call("instance/turn", {"instance": iid, "input": "again"})
         self.assertEqual(state(), "completed")
 
+    def test_child_resume_keeps_codex_depth_count_from_its_root(self):
+        # codex counts depth from the root: a resumed child keeps its root's agents.max_depth
+        iid = self.d.call("instance/start", dict(START, delegation_depth=2))["result"]["instance"]
+        child = self.d.call("instance/turn", {"instance": iid, "input": "SPAWN"})["result"]["turn"]["spawn"]["instance"]
+        result = self.d.call("instance/resume", {"instance": child})["result"]
+        self.assertEqual(result["effective"]["delegation_depth"], 1)
+        resume = [m["params"] for m in self.d.sent() if m.get("method") == "thread/resume"][-1]
+        self.assertEqual(resume["config"]["agents.max_depth"], 2)
+
     def test_failed_mcp_items_say_who_refused(self):
         a = adapter.Adapter()
         a.state = adapter.State(tempfile.mkdtemp())
