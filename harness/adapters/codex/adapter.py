@@ -517,7 +517,8 @@ class Adapter:
     def __init__(self):
         self.initialized = False
         self.state = None
-        self.server = None
+        self._server = None
+        self.launch = None  # (argv, env) of codex app-server, started at the first call that needs codex
         self.relay = None
         self.cond = threading.Condition()
         self.turns = {}  # thread -> dict(turn_id, status, items, error, done)
@@ -530,6 +531,21 @@ class Adapter:
         self.roles = {}  # host/configure roles: name -> default authority, written as codex agent roles
         self.mcp_status = {}  # (thread or None, server key) -> codex's MCP startup state
         self.tmpdir = "$TMPDIR"
+
+    @property
+    def server(self):
+        """The codex app-server process, started on first use: a scenario the harness finds
+        unsupported before it starts an instance then costs no codex start-up."""
+        if self._server is None:
+            argv, env = self.launch
+            server = AppServer(argv, env, self.on_notification, self.on_request)
+            self._server = server
+            answer = server.call("initialize", {"clientInfo": {"name": "delegation-harness", "version": "1"}}, timeout=20)
+            if "error" in answer:
+                raise ProtocolError(HOST_FAILURE, "codex initialize: %s" % answer["error"])
+            server.send({"method": "initialized"})
+            self.codex_info = answer.get("result") or {}
+        return self._server
 
     # -- codex events (reader thread)
 
@@ -655,7 +671,7 @@ class Adapter:
         if not self.store_dir:
             raise ProtocolError(INVALID_PARAMS, "no store_dir")
         os.makedirs(self.store_dir, exist_ok=True)
-        if self.server is None:
+        if self.launch is None:
             self.state = State(self.store_dir)
             binary = ensure_codex()
             self.relay = make_relay(env["model_endpoint"], self.state)
@@ -671,13 +687,7 @@ class Adapter:
             child_env.update(isolated_env(self.store_dir))
             child_env.update({"CODEX_HOME": home, "DELEGATION_FAKE_KEY": "harness", "NO_COLOR": "1",
                               "RUST_LOG": os.environ.get("CODEX_ADAPTER_RUST_LOG", "error")})
-            self.server = AppServer([binary, "app-server"], child_env, self.on_notification, self.on_request)
-            answer = self.server.call("initialize", {"clientInfo": {"name": "delegation-harness",
-                                                                     "version": "1"}}, timeout=20)
-            if "error" in answer:
-                raise ProtocolError(HOST_FAILURE, "codex initialize: %s" % answer["error"])
-            self.server.send({"method": "initialized"})
-            self.codex_info = answer.get("result") or {}
+            self.launch = ([binary, "app-server"], child_env)
         self.initialized = True
         return {"host": {"name": "codex", "version": CODEX_VERSION}, "protocol_version": "1.0",
                 "capabilities": ["nested-delegation", "mcp", "restart", "fork", "direct-tool-calls"]}
@@ -1295,8 +1305,8 @@ class Adapter:
         return {"outcome": "ok", "observed": observed}
 
     def shutdown(self):
-        if self.server:
-            self.server.stop()
+        if self._server:
+            self._server.stop()
         if self.relay:
             self.relay.shutdown()
 

@@ -106,6 +106,12 @@ class Framing(unittest.TestCase):
         for fake in ("receipts", "external-authorizer", "auto-approval", "clock", "fault-injection", "wait"):
             self.assertNotIn(fake, result["capabilities"])
         self.assertIn("direct-tool-calls", result["capabilities"])
+        # codex starts at the first call that needs it, so a scenario found unsupported costs no start
+        self.assertFalse(os.path.exists(self.d.log))
+        self.d.call("host/configure", {})
+        self.assertEqual(self.d.call("state/observe")["result"]["observed"]["instances"], [])
+        self.assertFalse(os.path.exists(self.d.log))
+        self.d.call("instance/start", START)
         for _ in range(50):
             if len(self.d.sent()) >= 2:
                 break
@@ -249,6 +255,7 @@ class Mapping(unittest.TestCase):
         self.assertEqual(result["effective"]["cwd"], "/w/repo")
 
     def test_codex_runs_in_the_store_not_the_real_home_or_tmp(self):
+        self.d.call("instance/start", START)
         with open(self.d.envfile) as f:
             env = json.load(f)
         for var in ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
@@ -404,6 +411,7 @@ class Shutdown(unittest.TestCase):
     def test_stdin_eof_stops_adapter_and_app_server(self):
         d = Driver()
         d.initialize()
+        d.call("instance/start", START)
         with open(d.pidfile) as f:
             fake_pid = int(f.read())
         t0 = time.monotonic()
