@@ -1101,17 +1101,27 @@ class Adapter:
         inst, refusal = self._inst(p.get("instance"))
         if refusal:
             return refusal
-        answer = self.server.call(CLOSE_METHOD, {"threadId": inst["thread"]})
+        method = CLOSE_METHOD
+        answer = self.server.call(method, {"threadId": inst["thread"]})
+        if "error" in answer and method == "thread/delete" and FORK_REFERENCES in answer["error"].get("message", ""):
+            # codex keeps a thread a fork still refers to: archiving is the only close codex has
+            # left for it (not terminal: Findings 5), and observe then reads it as archived
+            log("codex refused to delete %s (%s): archiving it" % (inst["id"], answer["error"].get("message")))
+            method = "thread/archive"
+            answer = self.server.call(method, {"threadId": inst["thread"]})
         if "error" in answer:
             message = answer["error"].get("message", "")
             if terminal_refusal(message):
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
-            raise ProtocolError(HOST_FAILURE, "codex %s: %s" % (CLOSE_METHOD, message))
+            raise ProtocolError(HOST_FAILURE, "codex %s: %s" % (method, message))
         with self.state.lock:
             inst["state"] = "closed"
-            inst["deleted"] = CLOSE_METHOD == "thread/delete"
+            inst["deleted"] = method == "thread/delete"
             self.state.commit()
-        return {"outcome": "ok", "instance": inst["id"]}
+        result = {"outcome": "ok", "instance": inst["id"]}
+        if method != CLOSE_METHOD:
+            result["detail"] = "codex refused to delete the thread (a fork refers to it); archived instead"
+        return result
 
     def thread_config(self, inst):
         """The per-thread config of the sealed ceiling: delegation depth, the named MCP tools, the
@@ -1390,6 +1400,8 @@ def map_tool_calls(data, offered):
 
 
 UNSUPPORTED_CALL = "unsupported call: "
+# codex's refusal to delete a thread that a fork's history still refers to
+FORK_REFERENCES = "forked history still references it"
 # codex's words in a failed mcpToolCall item: the server failed the call it was sent, or codex
 # refused to send it because it needs an approval the policy never gives
 MCP_SERVER_FAILED = "tool call failed for `"

@@ -402,6 +402,18 @@ class Mapping(unittest.TestCase):
         self.assertEqual(server["tool_call"]["outcome"], "executed")
         self.assertNotIn("reason", server["tool_call"])
 
+    def test_close_of_a_forked_thread_archives_when_codex_keeps_it(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        self.d.call("instance/turn", {"instance": iid, "input": "hello"})
+        self.d.call("instance/fork", {"instance": iid})
+        result = self.d.call("instance/close", {"instance": iid})["result"]
+        self.assertEqual(result["outcome"], "ok")
+        self.assertEqual([m["method"] for m in self.d.sent() if m.get("method") in ("thread/delete", "thread/archive")],
+                         ["thread/delete", "thread/archive"])
+        entry = {i["id"]: i for i in self.d.call("state/observe")["result"]["observed"]["instances"]}[iid]
+        self.assertEqual(entry["state"], "closed")
+        self.assertNotIn("inferred", entry)
+
     def test_unknown_instance(self):
         result = self.d.call("instance/turn", {"instance": "i-99", "input": "x"})["result"]
         self.assertEqual(result["reason"], "instance_unknown")

@@ -7,8 +7,8 @@ with the thread's permission profile. Input containing SPAWN spawns a child thre
 (thread/started with parentThreadId, a collabAgentToolCall item, a child rollout with
 source.subagent depth); SPAWN-READONLY gives the child a read-only profile of its own;
 APPROVE raises item/commandExecution/requestApproval and waits for the answer; anything
-else answers with an agentMessage. thread/delete removes the rollout, thread/archive
-moves it to archived_sessions. mcpServer/tool/call answers "called TOOL" (an error for
+else answers with an agentMessage. thread/delete removes the rollout (refused while a fork
+refers to the thread), thread/archive moves it to archived_sessions. mcpServer/tool/call answers "called TOOL" (an error for
 tool "refused.tool", an isError result for "gone.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
 written to $FAKE_PID, its HOME/TMPDIR/XDG_* to $FAKE_ENV; $FAKE_WIDEN makes it answer a
 workspace-write sandbox with /tmp writable whatever it was asked.
@@ -187,6 +187,8 @@ def handle(method, params, rid):
             raise LookupError("thread not loaded: %s" % thread)
         return {"thread": thread_object(thread)}
     if method == "thread/delete":
+        if any(s.get("forked_from") == thread for s in loaded.values()):
+            raise LookupError("cannot delete thread %s: forked history still references it" % thread)
         path = rollout(thread)
         if not path and thread not in loaded:
             raise LookupError("thread not found: %s" % thread)
@@ -214,6 +216,7 @@ def handle(method, params, rid):
                     "parent": meta.get("parent_thread_id"), "depth": (((meta.get("source") or {}).get("subagent") or {})
                                                                       .get("thread_spawn") or {}).get("depth", 0)}
         if method == "thread/fork":
+            settings["forked_from"] = thread
             thread = fresh("thread")
             settings["parent"] = None
         loaded[thread] = settings
