@@ -1264,6 +1264,8 @@ class Adapter:
             inferred.append("parent")
         if thread.get("agentRole"):
             entry["role"] = thread["agentRole"]
+        if thread.get("model"):
+            entry["model"] = thread["model"]
         spawn = ((thread.get("source") or {}).get("subAgent") or {}).get("thread_spawn") if isinstance(thread.get("source"), dict) else None
         ceiling = dict(inst.get("ceiling") or DEFAULT_CEILING)
         if authority is not None:
