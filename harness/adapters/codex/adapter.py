@@ -31,6 +31,10 @@ BINARY_SUFFIX = "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linu
 STATE_FILE = "codex-adapter-state.json"
 TURN_DEADLINE_S = float(os.environ.get("CODEX_ADAPTER_TURN_DEADLINE_S", "22"))
 SETTLE_S = float(os.environ.get("CODEX_ADAPTER_SETTLE_S", "0.3"))
+MCP_STARTUP_S = float(os.environ.get("CODEX_ADAPTER_MCP_STARTUP_S", "5"))
+# The app-server call behind instance/close: thread/delete (terminal); thread/archive only to
+# reproduce what an archived thread allows (repro/resume_agent_reopens.py --via archive).
+CLOSE_METHOD = os.environ.get("CODEX_ADAPTER_CLOSE_METHOD", "thread/delete")
 
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
@@ -41,6 +45,9 @@ NOT_INITIALIZED = -32003
 BAD_VERSION = -32004
 
 TERMINAL = ("closed", "cancelled", "failed")
+# What observe reports for an instance codex said nothing about yet (always marked inferred).
+DEFAULT_CEILING = {"sandbox": "read-only", "approval_policy": "never", "tools": {}, "cwd": "/",
+                   "provider": "harness", "delegation_depth": 0}
 MULTI_AGENT_TOOLS = ("spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent")
 
 # Methods of protocol v1 codex has no counterpart for: -32601 (unsupported), see README.
@@ -49,7 +56,6 @@ UNSUPPORTED_METHODS = {
     "receipt/prepare": "codex has no delegation receipts",
     "receipt/consume": "codex has no delegation receipts",
     "receipt/revoke": "codex has no delegation receipts",
-    "instance/tool_call": "app-server has no way to inject a tool call as if a thread's model asked for it",
     "instance/cancel": "codex has no cancelled state for an idle thread (turn/interrupt only stops a running turn)",
     "instance/fail": "codex has no way to mark a thread failed from outside",
     "instance/wait": "app-server has no wait on a thread; wait_agent is a model tool",
@@ -199,12 +205,15 @@ class State:
             return inst
 
     def _inherit(self, inst, parent):
-        # codex gives a spawned child its parent's sandbox and approval policy.
+        # Until codex's store says what the child got (its rollout's turn context, read by
+        # observe), the parent's ceiling one level down stands in, marked inferred. The child's
+        # turns carry no sandbox override: codex keeps the child's own.
         if inst.get("ceiling") is None and parent.get("ceiling") is not None:
             ceiling = dict(parent["ceiling"])
             ceiling["delegation_depth"] = max(0, parent["ceiling"]["delegation_depth"] - 1)
             inst["ceiling"] = ceiling
-            inst["policy"] = parent.get("policy")
+            inst["ceiling_inferred"] = True
+            inst["policy"] = None
             inst["tools"] = list(parent.get("tools") or [])
 
     def set_state(self, iid, state):
@@ -373,11 +382,118 @@ def codex_sandbox(sandbox):
         return "danger-full-access", {"type": "dangerFullAccess"}
     if isinstance(sandbox, dict) and "workspace-write" in sandbox:
         ww = sandbox["workspace-write"] or {}
+        # codex's workspace-write also makes /tmp and $TMPDIR writable unless told not to:
+        # without the two exclusions codex would allow more than the roots asked for
         return "workspace-write", {"type": "workspaceWrite",
                                    "writableRoots": list(ww.get("writable_roots") or []),
-                                   "networkAccess": bool(ww.get("network"))}
+                                   "networkAccess": bool(ww.get("network")),
+                                   "excludeSlashTmp": True, "excludeTmpdirEnvVar": True}
     raise ProtocolError(UNSUPPORTED_OPTION, "sandbox %s has no codex counterpart (codex's externalSandbox "
                         "means 'already sandboxed outside', which would widen)" % json.dumps(sandbox))
+
+
+def protocol_sandbox(policy, to_harness_path, tmpdir="$TMPDIR", cwd=None):
+    """The protocol sandbox codex reports (a SandboxPolicy of a thread/start or fork answer, or a
+    rollout's sandbox_policy), or None when codex reports something protocol v1 cannot say.
+
+    Writable /tmp or $TMPDIR (codex's defaults) cannot be said in protocol v1 either: such a
+    policy is reported with those directories as roots, so a widening shows."""
+    if not isinstance(policy, dict):
+        return None
+    kind = policy.get("type")
+    if kind in ("readOnly", "read-only"):
+        return "read-only"
+    if kind in ("dangerFullAccess", "danger-full-access"):
+        return "full-access"
+    if kind in ("workspaceWrite", "workspace-write"):
+        roots = policy.get("writableRoots", policy.get("writable_roots")) or []
+        exclude_tmp = policy.get("excludeSlashTmp", policy.get("exclude_slash_tmp"))
+        exclude_tmpdir = policy.get("excludeTmpdirEnvVar", policy.get("exclude_tmpdir_env_var"))
+        # codex's workspace-write makes the thread's cwd writable besides the listed roots
+        roots = [to_harness_path(r) for r in ([cwd] if cwd else []) + list(roots)]
+        roots = [r for i, r in enumerate(roots) if r not in roots[:i]]
+        if not exclude_tmp:
+            roots.append("/tmp")
+        if not exclude_tmpdir:
+            roots.append(tmpdir)
+        network = policy.get("networkAccess", policy.get("network_access"))
+        return {"workspace-write": {"writable_roots": roots, "network": bool(network)}}
+    if kind in ("externalSandbox", "external-sandbox"):
+        return {"external": {"name": "codex-external-sandbox"}}
+    return None
+
+
+def sandbox_from_profile(profile, to_harness_path):
+    """The protocol sandbox of a codex permission profile (what a rollout's turn_context or
+    thread_settings_applied stores and codex enforces), or None when protocol v1 cannot say it.
+
+    Write entries are the writable roots (/tmp or $TMPDIR among them when codex was not told
+    to exclude them); read-only carve-outs inside a root (.git, .codex) only narrow."""
+    if not isinstance(profile, dict):
+        return None
+    fs = profile.get("file_system") or {}
+    network = profile.get("network") == "enabled"
+    if profile.get("type") == "external":
+        return {"external": {"name": "codex-external-sandbox"}}
+    if profile.get("type") == "disabled":
+        return "full-access"  # codex's danger-full-access: no sandbox at all
+    if fs.get("type") != "restricted":
+        return "full-access" if fs.get("type") == "unrestricted" else None
+    roots = []
+    for entry in fs.get("entries") or []:
+        if entry.get("access") != "write":
+            continue
+        path = entry.get("path") or {}
+        if path.get("type") == "special" and (path.get("value") or {}).get("kind") == "root":
+            return "full-access"
+        if path.get("type") == "path":
+            harness = to_harness_path(path.get("path"))
+            if harness not in roots:
+                roots.append(harness)
+        else:
+            roots.append(json.dumps(path))
+    if not roots:
+        return "read-only"
+    return {"workspace-write": {"writable_roots": roots, "network": network}}
+
+
+def rollout_authority(path):
+    """(permission profile, approval policy, cwd) of the latest settings a codex rollout file
+    records for its thread (turn_context or thread_settings_applied), or None."""
+    latest = None
+    try:
+        with open(path) as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                payload = record.get("payload") or {}
+                if record.get("type") == "turn_context":
+                    latest = payload
+                elif payload.get("type") == "thread_settings_applied":
+                    latest = payload.get("thread_settings") or {}
+    except OSError:
+        return None
+    if not latest or "permission_profile" not in latest:
+        return None
+    return latest.get("permission_profile"), latest.get("approval_policy"), latest.get("cwd")
+
+
+def rollout_turns(path):
+    """How many turns a codex rollout file records (its turn_context records)."""
+    try:
+        with open(path) as f:
+            return sum(1 for line in f if '"turn_context"' in line and json.loads(line).get("type") == "turn_context")
+    except OSError:
+        return 0
+
+
+def protocol_approval(policy):
+    """The protocol approval policy for codex's AskForApproval, or None (granular, on-failure)."""
+    if policy in ("never", "untrusted", "on-request"):
+        return policy
+    return None
 
 
 def codex_approval(policy):
@@ -401,7 +517,8 @@ class Adapter:
     def __init__(self):
         self.initialized = False
         self.state = None
-        self.server = None
+        self._server = None
+        self.launch = None  # (argv, env) of codex app-server, started at the first call that needs codex
         self.relay = None
         self.cond = threading.Condition()
         self.turns = {}  # thread -> dict(turn_id, status, items, error, done)
@@ -411,6 +528,24 @@ class Adapter:
         self.store_dir = None
         self.mcp_servers = []
         self.loaded = set()  # threads this codex process knows (started, resumed, forked or spawned here)
+        self.roles = {}  # host/configure roles: name -> default authority, written as codex agent roles
+        self.mcp_status = {}  # (thread or None, server key) -> codex's MCP startup state
+        self.tmpdir = "$TMPDIR"
+
+    @property
+    def server(self):
+        """The codex app-server process, started on first use: a scenario the harness finds
+        unsupported before it starts an instance then costs no codex start-up."""
+        if self._server is None:
+            argv, env = self.launch
+            server = AppServer(argv, env, self.on_notification, self.on_request)
+            self._server = server
+            answer = server.call("initialize", {"clientInfo": {"name": "delegation-harness", "version": "1"}}, timeout=20)
+            if "error" in answer:
+                raise ProtocolError(HOST_FAILURE, "codex initialize: %s" % answer["error"])
+            server.send({"method": "initialized"})
+            self.codex_info = answer.get("result") or {}
+        return self._server
 
     # -- codex events (reader thread)
 
@@ -449,6 +584,10 @@ class Adapter:
                 entry.update({"turn_id": turn.get("id"), "done": True, "status": turn.get("status"),
                               "error": turn.get("error")})
                 iid = self.state.by_thread.get(thread)
+                if iid and self.state.instances[iid].get("resumed"):
+                    with self.state.lock:
+                        self.state.instances[iid]["resumed"] = False
+                        self.state.commit()
                 if iid and self.state.instances[iid]["state"] == "running":
                     self.state.set_state(iid, "completed")
             elif method == "item/completed":
@@ -467,6 +606,8 @@ class Adapter:
                         iid = self.state.by_thread.get(child)
                         if iid:
                             self.state.set_state(iid, "closed" if item["tool"] == "closeAgent" else "completed")
+            elif method == "mcpServer/startupStatus/updated":
+                self.mcp_status[(thread, params.get("name"))] = params.get("status")
             elif method == "thread/closed":
                 iid = self.state.by_thread.get(thread)
                 if iid:
@@ -510,6 +651,7 @@ class Adapter:
             "instance/start": self.start,
             "instance/turn": self.turn,
             "instance/close": self.close,
+            "instance/tool_call": self.tool_call,
             "instance/resume": self.resume,
             "instance/fork": self.fork,
             "approval/answer": self.answer,
@@ -529,30 +671,26 @@ class Adapter:
         if not self.store_dir:
             raise ProtocolError(INVALID_PARAMS, "no store_dir")
         os.makedirs(self.store_dir, exist_ok=True)
-        if self.server is None:
+        if self.launch is None:
             self.state = State(self.store_dir)
             binary = ensure_codex()
             self.relay = make_relay(env["model_endpoint"], self.state)
             home = os.path.join(self.store_dir, "codex-home")
             os.makedirs(home, exist_ok=True)
-            self.workspace_root = os.path.join(self.store_dir, "fs")
+            self.tmpdir = isolated_env(self.store_dir)["TMPDIR"]
+            self.workspace_root = os.path.realpath(os.path.join(self.store_dir, "fs"))
             os.makedirs(self.workspace_root, exist_ok=True)
             with open(os.path.join(home, "config.toml"), "w") as f:
                 f.write(codex_config("http://127.0.0.1:%d/v1" % self.relay.server_address[1],
                                      env.get("mcp_servers") or []))
             child_env = dict(os.environ)
+            child_env.update(isolated_env(self.store_dir))
             child_env.update({"CODEX_HOME": home, "DELEGATION_FAKE_KEY": "harness", "NO_COLOR": "1",
                               "RUST_LOG": os.environ.get("CODEX_ADAPTER_RUST_LOG", "error")})
-            self.server = AppServer([binary, "app-server"], child_env, self.on_notification, self.on_request)
-            answer = self.server.call("initialize", {"clientInfo": {"name": "delegation-harness",
-                                                                     "version": "1"}}, timeout=20)
-            if "error" in answer:
-                raise ProtocolError(HOST_FAILURE, "codex initialize: %s" % answer["error"])
-            self.server.send({"method": "initialized"})
-            self.codex_info = answer.get("result") or {}
+            self.launch = ([binary, "app-server"], child_env)
         self.initialized = True
         return {"host": {"name": "codex", "version": CODEX_VERSION}, "protocol_version": "1.0",
-                "capabilities": ["nested-delegation", "mcp", "restart", "fork"]}
+                "capabilities": ["nested-delegation", "mcp", "restart", "fork", "direct-tool-calls"]}
 
     def configure(self, p):
         if p.get("auto_approve"):
@@ -561,9 +699,48 @@ class Adapter:
             raise ProtocolError(UNSUPPORTED_OPTION, "authorizer_required: codex cannot consult an external authorizer")
         if p.get("strict_mode"):
             raise ProtocolError(UNSUPPORTED_OPTION, "strict_mode: codex has no strict mode for children")
-        if p.get("roles"):
-            raise ProtocolError(UNSUPPORTED_OPTION, "roles: codex agent roles are config layers, not authority defaults")
+        roles = {}
+        for name, default in (p.get("roles") or {}).items():
+            try:
+                self.role_layer(name, default)
+            except ProtocolError as e:
+                # a role codex cannot express (a granular approval policy, an external sandbox) is
+                # not defined in codex at all: a spawn naming it meets codex's own refusal of an
+                # unknown agent_type, never a role silently made wider or narrower
+                log("role %s is not defined in codex: %s" % (name, e.message))
+                continue
+            roles[name] = default
+        self.roles = roles
         return {"outcome": "ok"}
+
+    def role_layer(self, name, default):
+        """Write codex's config layer for a harness role: `[agents.NAME] config_file` points at it.
+
+        codex applies the layer to a child that spawn_agent names with `agent_type = NAME`.
+        The layer says the role's sandbox and approval policy in codex's own keys; what codex
+        then does with them (its spawn code lays the parent's live sandbox and approval policy
+        over the role's) is codex's, and the CE3 scenarios show it.
+        """
+        if not all(c.isalnum() or c in "_-" for c in name) or not name:
+            raise ProtocolError(UNSUPPORTED_OPTION, "role name %r is not a codex agent_type" % name)
+        lines = ["# codex agent role %s, written by the delegation-harness codex adapter" % name]
+        sandbox = (default or {}).get("sandbox")
+        if sandbox is not None:
+            mode, policy = codex_sandbox(sandbox)
+            lines.append("sandbox_mode = %s" % toml_string(mode))
+            if policy.get("type") == "workspaceWrite":
+                lines += ["[sandbox_workspace_write]",
+                          "writable_roots = %s" % json.dumps([self.real_path(r) for r in policy["writableRoots"]]),
+                          "network_access = %s" % ("true" if policy["networkAccess"] else "false"),
+                          "exclude_slash_tmp = true", "exclude_tmpdir_env_var = true"]
+        approval = (default or {}).get("approval_policy")
+        if approval is not None:
+            lines.insert(1, "approval_policy = %s" % toml_string(codex_approval(approval)))
+        path = os.path.join(self.store_dir, "codex-home", "roles", name + ".toml")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
 
     def real_path(self, path):
         """Where a harness path lives on this machine: under store_dir/fs (the harness's /w/repo need not exist)."""
@@ -584,7 +761,7 @@ class Adapter:
         depth = int(p.get("delegation_depth", 2))
         if isinstance(policy.get("writableRoots"), list):
             policy["writableRoots"] = [self.real_path(r) for r in policy["writableRoots"]]
-        config = self.thread_config({"ceiling": {"delegation_depth": depth}, "tools": tools})
+        config = self.thread_config({"ceiling": {"delegation_depth": depth}, "tools": tools, "policy": policy})
         params = {"cwd": self.real_path(p["cwd"]), "approvalPolicy": approval, "sandbox": mode,
                   "config": config}
         answer = self.server.call("thread/start", params)
@@ -592,19 +769,72 @@ class Adapter:
             raise ProtocolError(HOST_FAILURE, "codex thread/start: %s" % answer["error"].get("message"))
         thread = answer["result"]["thread"]["id"]
         self.loaded.add(thread)
-        ceiling = {"sandbox": p["sandbox"], "approval_policy": p["approval_policy"], "tools": {},
-                   "cwd": os.path.normpath(p["cwd"]), "provider": "harness", "delegation_depth": depth}
+        ceiling = self.ceiling_from_codex(answer["result"], depth)
         with self.cond:
             inst = self.state.instance_for_thread(thread)
             inst.update({"role": p.get("role", "lead"), "model": p.get("model", "reference-model"),
                          "ceiling": ceiling, "policy": policy, "state": "running", "tools": tools})
             self.state.commit()
+        self.persist_thread(inst)
+        self.await_mcp_startup(thread)
         return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
+
+    def await_mcp_startup(self, thread):
+        """Wait until codex has connected the thread's MCP servers and listed their tools.
+
+        codex starts a thread's MCP sessions in the background; a tool change the harness makes
+        right after the start would otherwise race codex's first listing, and codex's verdict
+        on it would depend on that race instead of on what codex does with a changed tool."""
+        keys = [server_key(s["name"]) for s in self.mcp_servers]
+        deadline = time.monotonic() + MCP_STARTUP_S
+        with self.cond:
+            while True:
+                settled = [k for k in keys if self.mcp_status.get((thread, k), self.mcp_status.get((None, k)))
+                           in ("ready", "failed", "cancelled")]
+                left = deadline - time.monotonic()
+                if len(settled) == len(keys) or left <= 0:
+                    if len(settled) < len(keys):
+                        log("codex's MCP startup for %s not settled after %.0f s: %s" % (thread, MCP_STARTUP_S, keys))
+                    return
+                self.cond.wait(min(left, 0.1))
+
+    def persist_thread(self, inst):
+        """Make codex store a new thread now: it writes a thread's rollout only at its first turn
+        or when the thread is named, and a thread it never stored is gone after a restart."""
+        answer = self.server.call("thread/name/set", {"threadId": inst["thread"], "name": inst["id"]})
+        if "error" in answer:
+            raise ProtocolError(HOST_FAILURE, "codex thread/name/set: %s" % answer["error"].get("message"))
+
+    def to_harness_path(self, real):
+        """The harness path of a path codex reports (the inverse of real_path); others unchanged."""
+        root = self.workspace_root.rstrip("/")
+        if real == root:
+            return "/"
+        if real.startswith(root + "/"):
+            return real[len(root):]
+        return real
+
+    def ceiling_from_codex(self, answer, depth):
+        """The authority codex says a thread has (a thread/start, resume or fork answer).
+
+        Sandbox, approval policy and cwd are codex's answer; codex seals no tool definition
+        (tools {}); the delegation depth is the `agents.max_depth` the thread was configured
+        with, which codex enforces (zc/016) but does not echo."""
+        sandbox = protocol_sandbox(answer.get("sandbox"), self.to_harness_path, self.tmpdir, answer.get("cwd"))
+        approval = protocol_approval(answer.get("approvalPolicy"))
+        if sandbox is None or approval is None:
+            raise ProtocolError(HOST_FAILURE, "codex answered an authority protocol v1 cannot say: sandbox %s, approval %s"
+                                % (json.dumps(answer.get("sandbox")), json.dumps(answer.get("approvalPolicy"))))
+        return {"sandbox": sandbox, "approval_policy": approval, "tools": {},
+                "cwd": self.to_harness_path(answer.get("cwd") or ""), "provider": "harness",
+                "delegation_depth": depth}
 
     def _inst(self, iid):
         inst = self.state.instances.get(iid)
         if inst is None:
-            return None, {"outcome": "denied", "reason": "instance_unknown", "detail": "no instance %s" % iid}
+            # an id codex never saw: there is no thread to ask codex about, so the refusal is the adapter's
+            return None, {"outcome": "denied", "reason": "instance_unknown", "inferred": ["reason"],
+                          "detail": "no instance %s" % iid}
         return inst, None
 
     def turn(self, p):
@@ -624,15 +854,9 @@ class Adapter:
         if inst["state"] in TERMINAL:
             log("forwarding a turn to %s although the adapter recorded it %s: codex decides" % (inst["id"], inst["state"]))
         if thread not in self.loaded:
-            # a thread of an earlier codex process (before a restart): codex loads it again only
-            # through thread/resume, which the adapter gives the sealed ceiling, not the defaults
-            loaded = self.server.call("thread/resume", dict(self.sealed_params(inst), excludeTurns=True))
-            if "error" in loaded:
-                message = loaded["error"].get("message", "")
-                if inst["state"] in TERMINAL:
-                    return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
-                raise ProtocolError(HOST_FAILURE, "codex thread/resume before a turn: %s" % message)
-            self.loaded.add(thread)
+            refused = self.reload(inst)
+            if refused is not None:
+                return refused
         answer = self.server.call("turn/start", params)
         if "error" in answer:
             message = answer["error"].get("message", "")
@@ -643,6 +867,21 @@ class Adapter:
         with self.cond:
             self.turns[thread]["turn_id"] = turn_id
         return self._await_turn(inst, thread, spawned_before, approvals_before)
+
+    def reload(self, inst):
+        """Load a thread of an earlier codex process (before a restart) into this one.
+
+        codex loads a stored thread only through thread/resume, which the adapter gives the
+        sealed ceiling, not codex's defaults. None when loaded; a denied result when codex
+        refuses a thread recorded terminal (its own refusal)."""
+        loaded = self.server.call("thread/resume", dict(self.sealed_params(inst), excludeTurns=True))
+        if "error" in loaded:
+            message = loaded["error"].get("message", "")
+            if inst["state"] in TERMINAL:
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+            raise ProtocolError(HOST_FAILURE, "codex thread/resume to load %s: %s" % (inst["id"], message))
+        self.loaded.add(inst["thread"])
+        return None
 
     def _await_turn(self, inst, thread, spawned_before, approvals_before):
         deadline = time.monotonic() + TURN_DEADLINE_S
@@ -693,13 +932,16 @@ class Adapter:
                 result["turn"] = {"reply": "spawn", "spawn": {"outcome": "ok", "instance": child["id"]}}
             else:
                 status = spawns[0].get("status")
+                # codex gives no reason for a spawn that made no child: the reason is the adapter's
                 result["turn"] = {"reply": "spawn", "spawn": {
-                    "outcome": "denied", "reason": "policy_denied",
+                    "outcome": "denied", "reason": "policy_denied", "inferred": ["reason"],
                     "detail": "codex's spawn_agent call ended %s without a child thread" % status}}
+                result["inferred"] = ["spawn"]
         elif self.state.spawn_asked.get(thread, 0) > entry.get("spawn_asked", 0):
             result["turn"] = {"reply": "spawn", "spawn": {
-                "outcome": "denied", "reason": "policy_denied",
+                "outcome": "denied", "reason": "policy_denied", "inferred": ["reason"],
                 "detail": "the model called spawn_agent and codex created no child (multi-agent tools withheld or refused)"}}
+            result["inferred"] = ["spawn"]
         elif entry.get("status") == "failed" and not [i for i in items if i.get("type") in ("agentMessage",)]:
             error = entry.get("error") or {}
             result["turn"] = {"reply": "model_failed", "detail": error.get("message") or "turn failed"}
@@ -719,8 +961,23 @@ class Adapter:
                 ok = item.get("status") in ("completed",)
                 result["turn"] = {"reply": "tool_call", "tool": tool}
                 result["tool_call"] = {"tool": tool, "outcome": "executed" if ok else "denied"}
-                if not ok:
+                error_text = str((item.get("error") or {}).get("message", ""))
+                if item["type"] == "mcpToolCall" and item.get("status") == "failed" and MCP_SERVER_FAILED in error_text:
+                    # codex dispatched the call and the MCP server answered an error (codex's item
+                    # says "tool call failed for `server/tool`"): codex refused nothing
+                    result["tool_call"] = {"tool": tool, "outcome": "executed",
+                                           "result": "error: %s" % str((item.get("error") or {}).get("message", ""))[:400]}
+                    log("codex's mcpToolCall of %s failed at the MCP server: %s" % (tool, json.dumps(item.get("error"))[:600]))
+                elif item["type"] == "mcpToolCall" and APPROVAL_NEVER in error_text:
+                    # codex's own refusal: the call needs approval and the policy says never ask
                     result["tool_call"]["reason"] = "policy_denied"
+                    result["tool_call"]["detail"] = "codex: %s" % error_text[:300]
+                elif not ok:
+                    # codex's item says declined or failed, not why in the harness's words
+                    result["tool_call"]["reason"] = "policy_denied"
+                    result["tool_call"]["detail"] = "codex's %s item ended %s" % (item["type"], item.get("status"))
+                    log("codex %s item ended %s: %s" % (item["type"], item.get("status"), json.dumps(item)[:600]))
+                    result["inferred"] = ["reason"]
             else:
                 texts = [i.get("text") or "" for i in items if i.get("type") == "agentMessage"]
                 result["turn"] = {"reply": "message", "text": texts[-1] if texts else ""}
@@ -735,13 +992,13 @@ class Adapter:
         if approval["state"] != "pending":
             # codex's request was answered once; app-server takes no second answer to it, so
             # whatever the decision (allow-exact too) nothing is sent and nothing runs again
-            return {"outcome": "denied", "reason": "event_replayed",
+            return {"outcome": "denied", "reason": "event_replayed", "inferred": ["reason"],
                     "detail": "approval %s is already %s; codex's request was answered once" % (aid, approval["state"])}
         if decision == "allow-exact":
             raise ProtocolError(UNSUPPORTED_OPTION, "allow-exact: codex's acceptForSession is session-wide, wider than one exact call")
         msg = self.pending.pop(aid, None)
         if msg is None:
-            return {"outcome": "denied", "reason": "policy_denied",
+            return {"outcome": "denied", "reason": "policy_denied", "inferred": ["reason"],
                     "detail": "approval %s belongs to a codex process that is gone; it stays pending" % aid}
         reply = "accept" if decision == "allow" else "decline"
         if approval["codex_method"] in ("execCommandApproval", "applyPatchApproval"):
@@ -752,6 +1009,10 @@ class Adapter:
         body = {"decision": reply}
         if approval["codex_method"] == "mcpServer/elicitation/request":
             body = {"action": "accept" if decision == "allow" else "decline", "content": None}
+        elif approval["codex_method"] == "item/permissions/requestApproval":
+            # codex's permission request is answered with the grant itself: all it asked, or nothing
+            asked = (msg.get("params") or {}).get("permissions") or {}
+            body = {"permissions": asked if decision == "allow" else {}, "scope": "turn"}
         self.server.send({"id": msg["id"], "result": body})
         with self.state.lock:
             approval["state"] = "dispatched"
@@ -764,38 +1025,151 @@ class Adapter:
             approvals_before = set(self.pending)
             spawned_before = len(self.spawned)
         result = self._await_turn(inst, thread, spawned_before, approvals_before)
-        tool_call = result.get("tool_call") or {"tool": approval["tool"],
-                                                "outcome": "executed" if decision == "allow" else "denied"}
+        answer = {"outcome": "ok"}
+        tool_call = result.get("tool_call")
+        if tool_call is None:
+            # codex showed no item for the answered request: what became of it is the adapter's guess
+            tool_call = {"tool": approval["tool"], "outcome": "executed" if decision == "allow" else "denied"}
+            if decision != "allow":
+                tool_call["reason"] = "policy_denied"
+            answer["inferred"] = ["tool_call"]
+        elif result.get("inferred"):
+            answer["inferred"] = list(result["inferred"])
         tool_call["approval"] = aid
-        return {"outcome": "ok", "tool_call": tool_call}
+        answer["tool_call"] = tool_call
+        return answer
 
-    def close(self, p):
+    def mcp_server_of(self, inst, tool):
+        """The codex MCP server key serving `tool` for the instance's thread (codex's own listing
+        when there is more than one harness server)."""
+        keys = [server_key(s["name"]) for s in self.mcp_servers]
+        if len(keys) == 1:
+            return keys[0]
+        for key in keys:
+            answer = self.server.call("mcpServerStatus/list", {"threadId": inst["thread"], "serverName": key})
+            for status in (answer.get("result") or {}).get("data") or []:
+                if tool in (status.get("tools") or {}):
+                    return key
+        return keys[0] if keys else None
+
+    def tool_call(self, p):
+        """`mcpServer/tool/call {threadId, server, tool, arguments}`: codex's client-side call of an
+        MCP tool in a thread's MCP session. Whatever codex checks on that path (enabled tools,
+        drift, approvals) is codex's; the adapter adds nothing and reports what codex did."""
         inst, refusal = self._inst(p.get("instance"))
         if refusal:
             return refusal
-        if inst["state"] in TERMINAL:
-            return {"outcome": "denied", "reason": "instance_terminal", "detail": "%s is %s" % (inst["id"], inst["state"])}
-        answer = self.server.call("thread/archive", {"threadId": inst["thread"]})
+        tool = p.get("tool")
+        if not isinstance(tool, str):
+            raise ProtocolError(INVALID_PARAMS, "tool must be a string")
+        server = self.mcp_server_of(inst, tool)
+        if server is None:
+            raise ProtocolError(UNSUPPORTED_OPTION, "no MCP server is configured, and codex's direct calls reach only MCP tools")
+        if inst["thread"] not in self.loaded:
+            loaded = self.reload(inst)
+            if loaded is not None:
+                return loaded
+        answer = self.server.call("mcpServer/tool/call", {"threadId": inst["thread"], "server": server, "tool": tool,
+                                                         "arguments": p.get("arguments") or {}}, timeout=TURN_DEADLINE_S)
         if "error" in answer:
-            raise ProtocolError(HOST_FAILURE, "codex thread/archive: %s" % answer["error"].get("message"))
-        self.state.set_state(inst["id"], "closed")
-        return {"outcome": "ok", "instance": inst["id"]}
+            message = answer["error"].get("message", "")
+            if inst["state"] in TERMINAL and terminal_refusal(message):
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+            # codex passes an MCP server's error on as its own (in this catalogue always the
+            # server's "no tool named X"): codex refused nothing it could name, so the call is
+            # reported dispatched, and that reading of codex's error is marked inferred
+            log("codex answered mcpServer/tool/call with an error: %s" % message[:800])
+            return {"outcome": "ok", "instance": inst["id"], "inferred": ["tool_call"],
+                    "detail": "codex answered mcpServer/tool/call with an error: %s" % message,
+                    "tool_call": {"tool": tool, "outcome": "executed", "result": "error: %s" % message}}
+        result = answer.get("result") or {}
+        text = "".join(c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict))
+        if result.get("isError"):
+            # codex dispatched the call and the MCP server answered an error result: codex's
+            # answer says so, and codex refused nothing
+            log("the MCP server answered %s with an error through codex: %s" % (tool, text[:800]))
+        report = {"tool": tool, "outcome": "executed", "result": text}
+        return {"outcome": "ok", "instance": inst["id"], "tool_call": report}
+
+    def close(self, p):
+        """`thread/delete` (or `thread/archive`, CLOSE_METHOD): codex's client-side close.
+
+        thread/delete is the terminal one: codex removes the thread from its store, refuses every
+        later turn, resume and fork ("thread not found"), and its parent's model cannot reopen it
+        with resume_agent; an archived thread comes back with thread/unarchive and resume_agent
+        (README, Findings). A second close is sent to codex as well, and its refusal is the answer."""
+        inst, refusal = self._inst(p.get("instance"))
+        if refusal:
+            return refusal
+        method = CLOSE_METHOD
+        answer = self.server.call(method, {"threadId": inst["thread"]})
+        if "error" in answer and method == "thread/delete" and FORK_REFERENCES in answer["error"].get("message", ""):
+            # codex keeps a thread a fork still refers to: archiving is the only close codex has
+            # left for it (not terminal: Findings 5), and observe then reads it as archived
+            log("codex refused to delete %s (%s): archiving it" % (inst["id"], answer["error"].get("message")))
+            method = "thread/archive"
+            answer = self.server.call(method, {"threadId": inst["thread"]})
+        if "error" in answer:
+            message = answer["error"].get("message", "")
+            if terminal_refusal(message):
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+            raise ProtocolError(HOST_FAILURE, "codex %s: %s" % (method, message))
+        with self.state.lock:
+            inst["state"] = "closed"
+            inst["deleted"] = method == "thread/delete"
+            self.state.commit()
+        result = {"outcome": "ok", "instance": inst["id"]}
+        if method != CLOSE_METHOD:
+            result["detail"] = "codex refused to delete the thread (a fork refers to it); archived instead"
+        return result
 
     def thread_config(self, inst):
-        """The per-thread config of the sealed ceiling: delegation depth and the named MCP tools."""
+        """The per-thread config of the sealed ceiling: delegation depth, the named MCP tools, the
+        workspace-write roots without /tmp and $TMPDIR, and the configured roles."""
         ceiling = inst.get("ceiling") or {}
-        config = {"agents.max_depth": int(ceiling.get("delegation_depth", 0))}
+        config = {"agents.max_depth": self.configured_depth(inst, ceiling)}
         for server in self.mcp_servers:
             config["mcp_servers.%s.enabled_tools" % server_key(server["name"])] = list(inst.get("tools") or [])
+        policy = inst.get("policy") or {}
+        if policy.get("type") == "workspaceWrite":
+            config["sandbox_workspace_write"] = {
+                "writable_roots": list(policy.get("writableRoots") or []),
+                "network_access": bool(policy.get("networkAccess")),
+                "exclude_slash_tmp": True, "exclude_tmpdir_env_var": True}
+        for name in sorted(self.roles):
+            path = os.path.join(self.store_dir, "codex-home", "roles", name + ".toml")
+            config["agents.%s.config_file" % name] = path
+            config["agents.%s.description" % name] = "harness role %s" % name
         return config
 
+    def configured_depth(self, inst, ceiling):
+        """codex's `agents.max_depth` for a thread: codex counts a spawned child's depth from its
+        root, so a spawned child keeps its root's configured depth (its own remaining depth
+        would stop it one level early); a root or a fork has its own."""
+        root = inst
+        while root.get("parent") and not root.get("forked_from") and root["parent"] in self.state.instances:
+            root = self.state.instances[root["parent"]]
+        if root is not inst:
+            return int((root.get("ceiling") or {}).get("delegation_depth", 0))
+        return int(ceiling.get("delegation_depth", 0))
+
     def sealed_params(self, inst):
-        """thread/resume and thread/fork parameters that restore the sealed ceiling, not codex's defaults."""
-        params = {"threadId": inst["thread"], "config": self.thread_config(inst)}
+        """thread/resume and thread/fork parameters that restore the sealed ceiling, not codex's
+        defaults: a root's as it was started, a child's as codex's store has it."""
         ceiling = inst.get("ceiling")
+        policy = inst.get("policy")
+        if inst.get("parent") and not inst.get("forked_from"):
+            ceiling = self.observed_instance(inst, self.codex_thread(inst)).get("ceiling") or ceiling
+            policy = None
+        params = {"threadId": inst["thread"]}
         if ceiling:
-            params["sandbox"] = codex_sandbox(ceiling["sandbox"])[0]
+            mode, derived = codex_sandbox(ceiling["sandbox"])
+            if policy is None and derived.get("type") == "workspaceWrite":
+                derived["writableRoots"] = [self.real_path(r) for r in derived["writableRoots"]]
+                policy = derived
+            params["sandbox"] = mode
             params["approvalPolicy"] = codex_approval(ceiling["approval_policy"])
+        params["config"] = self.thread_config(dict(inst, ceiling=ceiling, policy=policy))
         return params
 
     def resume(self, p):
@@ -812,7 +1186,12 @@ class Adapter:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
             raise ProtocolError(HOST_FAILURE, "codex thread/resume: %s" % answer["error"].get("message"))
         self.loaded.add(inst["thread"])
-        return {"outcome": "ok", "instance": inst["id"], "effective": ceiling}
+        with self.state.lock:
+            # codex took the resume: the instance runs again until its next turn completes
+            inst["resumed"] = True
+            self.state.commit()
+        depth = int(ceiling.get("delegation_depth", 0))
+        return {"outcome": "ok", "instance": inst["id"], "effective": self.ceiling_from_codex(answer["result"], depth)}
 
     def fork(self, p):
         inst, refusal = self._inst(p.get("instance"))
@@ -824,28 +1203,103 @@ class Adapter:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % answer["error"].get("message")}
             raise ProtocolError(HOST_FAILURE, "codex thread/fork: %s" % answer["error"].get("message"))
         thread = answer["result"]["thread"]["id"]
+        depth = int((inst.get("ceiling") or {}).get("delegation_depth", 0))
+        ceiling = self.ceiling_from_codex(answer["result"], depth)
         with self.cond:
             new = self.state.instance_for_thread(thread)
-            new.update({"parent": inst.get("parent"), "role": inst["role"], "model": inst["model"],
-                        "ceiling": inst.get("ceiling"), "policy": inst.get("policy"), "state": "running",
+            # codex records a fork's source (forkedFromId), not a parent: the protocol's parent
+            # of a fork (its source's parent) is the adapter's, and observe says so
+            new.update({"parent": inst.get("parent"), "parent_inferred": bool(inst.get("parent")),
+                        "role": inst["role"], "model": inst["model"],
+                        "ceiling": ceiling, "policy": inst.get("policy"), "state": "running",
                         "forked_from": inst["id"], "tools": list(inst.get("tools") or [])})
             self.loaded.add(thread)
             self.state.commit()
-        return {"outcome": "ok", "instance": new["id"], "effective": inst.get("ceiling")}
+        self.persist_thread(new)
+        return {"outcome": "ok", "instance": new["id"], "effective": ceiling}
+
+    def codex_thread(self, inst):
+        """codex's own record of an instance's thread (`thread/read`), or None when codex has none."""
+        answer = self.server.call("thread/read", {"threadId": inst["thread"]})
+        if "error" in answer:
+            return None
+        return (answer.get("result") or {}).get("thread")
+
+    def observed_instance(self, inst, thread):
+        """One instance as codex's store has it, with `inferred` naming what only the adapter knows."""
+        inferred = []
+        entry = {"id": inst["id"], "role": inst.get("role") or "worker", "model": inst.get("model") or "reference-model"}
+        if thread is None:
+            # codex has no such thread: after the adapter's confirmed thread/delete that is codex's
+            # own word that the instance is gone (closed); anything else is the adapter's record
+            if not inst.get("deleted"):
+                inferred.append("state")
+            entry["state"] = inst["state"]
+            entry["ceiling"] = inst.get("ceiling") or DEFAULT_CEILING
+            inferred.append("ceiling")
+            if inst.get("parent"):
+                entry["parent"] = inst["parent"]
+                inferred.append("parent")
+            entry["inferred"] = inferred
+            return entry
+        path = thread.get("path") or ""
+        status = (thread.get("status") or {}).get("type")
+        authority = rollout_authority(path) if path else None
+        if os.sep + "archived_sessions" + os.sep in path:
+            entry["state"] = "closed"
+        elif status == "active":
+            entry["state"] = "running"
+        else:
+            # idle or not loaded: completed once a turn ran (the rollout records its turn context),
+            # else running, as a started instance is until its first turn completes; likewise a
+            # resume codex accepted runs until the next turn of the thread completes
+            entry["state"] = "completed" if rollout_turns(path) and not inst.get("resumed") else "running"
+        parent_thread = thread.get("parentThreadId")
+        if parent_thread:
+            parent = self.state.by_thread.get(parent_thread)
+            if parent:
+                entry["parent"] = parent
+        elif inst.get("parent"):
+            entry["parent"] = inst["parent"]
+            inferred.append("parent")
+        if thread.get("agentRole"):
+            entry["role"] = thread["agentRole"]
+        if thread.get("model"):
+            entry["model"] = thread["model"]
+        spawn = ((thread.get("source") or {}).get("subAgent") or {}).get("thread_spawn") if isinstance(thread.get("source"), dict) else None
+        ceiling = dict(inst.get("ceiling") or DEFAULT_CEILING)
+        if authority is not None:
+            profile, approval, cwd = authority
+            sandbox = sandbox_from_profile(profile, self.to_harness_path)
+            approval = protocol_approval(approval)
+            if sandbox is not None and approval is not None:
+                ceiling.update({"sandbox": sandbox, "approval_policy": approval,
+                                "cwd": self.to_harness_path(cwd or thread.get("cwd") or "")})
+            else:
+                inferred.append("ceiling")
+        elif inst.get("ceiling_inferred") or not inst.get("ceiling"):
+            inferred.append("ceiling")
+        if spawn and isinstance(spawn.get("depth"), int):
+            # codex refuses a spawn deeper than agents.max_depth (the root's configured depth),
+            # counting depth from the root: what is left is the root's depth minus the child's
+            root = inst
+            while root.get("parent") and root["parent"] in self.state.instances:
+                root = self.state.instances[root["parent"]]
+            ceiling["delegation_depth"] = max(0, int((root.get("ceiling") or {}).get("delegation_depth", 0)) - spawn["depth"])
+        entry["ceiling"] = ceiling
+        if inferred:
+            entry["inferred"] = inferred
+        return entry
 
     def observe(self, _p):
         with self.state.lock:
-            instances = []
-            for inst in self.state.instances.values():
-                ceiling = inst.get("ceiling") or {"sandbox": "read-only", "approval_policy": "never", "tools": {},
-                                                  "cwd": "/", "provider": "harness", "delegation_depth": 0}
-                entry = {"id": inst["id"], "state": inst["state"], "role": inst.get("role") or "worker",
-                         "model": inst.get("model") or "reference-model", "ceiling": ceiling}
-                if inst.get("parent"):
-                    entry["parent"] = inst["parent"]
-                if inst.get("requested"):
-                    entry["requested"] = inst["requested"]
-                instances.append(entry)
+            known = list(self.state.instances.values())
+        instances = [self.observed_instance(inst, self.codex_thread(inst)) for inst in known]
+        observed = {"now": 0, "auto_approve": False, "instances": instances}
+        inferred = []
+        if any("state" in (i.get("inferred") or []) for i in instances):
+            inferred.append("instances")
+        with self.state.lock:
             approvals = []
             for a in self.state.approvals.values():
                 entry = {k: a[k] for k in ("id", "instance", "class", "tool", "tool_digest", "arguments_digest", "state")}
@@ -853,14 +1307,40 @@ class Adapter:
                     if a.get(k):
                         entry[k] = a[k]
                 approvals.append(entry)
-        return {"outcome": "ok", "observed": {"now": 0, "auto_approve": False, "instances": instances,
-                                              "approvals": approvals}}
+        if approvals:
+            # codex keeps no approval records: ids, states and decisions are the adapter's
+            # bookkeeping of codex's requests and answers, and the digests are placeholders
+            inferred.append("approvals")
+        observed["approvals"] = approvals
+        if inferred:
+            observed["inferred"] = inferred
+        return {"outcome": "ok", "observed": observed}
 
     def shutdown(self):
-        if self.server:
-            self.server.stop()
+        if self._server:
+            self._server.stop()
         if self.relay:
             self.relay.shutdown()
+
+
+ISOLATED_DIRS = {"HOME": "home", "XDG_CONFIG_HOME": "xdg/config", "XDG_DATA_HOME": "xdg/data",
+                 "XDG_CACHE_HOME": "xdg/cache", "XDG_STATE_HOME": "xdg/state", "XDG_RUNTIME_DIR": "xdg/runtime",
+                 "TMPDIR": "tmp"}
+
+
+def isolated_env(store_dir):
+    """HOME, XDG_* and TMPDIR inside the store, created: codex and the commands it runs touch nothing outside it."""
+    env = {}
+    for var, sub in ISOLATED_DIRS.items():
+        path = os.path.join(store_dir, "env", sub)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        env[var] = path
+    return env
+
+
+def terminal_refusal(message):
+    """Whether codex's error says the thread is gone or archived (its refusal of a closed thread)."""
+    return any(s in message for s in ("not found", "archived", "no rollout found", "not loaded"))
 
 
 def toml_string(s):
@@ -922,6 +1402,12 @@ def map_tool_calls(data, offered):
 
 
 UNSUPPORTED_CALL = "unsupported call: "
+# codex's refusal to delete a thread that a fork's history still refers to
+FORK_REFERENCES = "forked history still references it"
+# codex's words in a failed mcpToolCall item: the server failed the call it was sent, or codex
+# refused to send it because it needs an approval the policy never gives
+MCP_SERVER_FAILED = "tool call failed for `"
+APPROVAL_NEVER = "requires approval, but approval policy is never"
 
 
 def refused_calls(body):

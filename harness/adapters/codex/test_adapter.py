@@ -25,13 +25,14 @@ FAKE = os.path.join(HERE, "tests", "fake_app_server.py")
 class Driver:
     """The adapter as the harness sees it: a subprocess with one request per line."""
 
-    def __init__(self, store=None):
+    def __init__(self, store=None, **extra_env):
         self.tmp = tempfile.mkdtemp(prefix="codex-adapter-test-")
         self.store = store or os.path.join(self.tmp, "store")
         self.log = os.path.join(self.tmp, "fake.log")
         self.pidfile = os.path.join(self.tmp, "fake.pid")
+        self.envfile = os.path.join(self.tmp, "fake.env")
         env = dict(os.environ, CODEX_ADAPTER_BINARY=FAKE, FAKE_LOG=self.log, FAKE_PID=self.pidfile,
-                   CODEX_ADAPTER_SETTLE_S="0.05", DELEGATION_STORE_DIR=self.store)
+                   FAKE_ENV=self.envfile, CODEX_ADAPTER_SETTLE_S="0.05", DELEGATION_STORE_DIR=self.store, **extra_env)
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "adapter.py")], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
         self.next_id = 1
@@ -104,6 +105,13 @@ class Framing(unittest.TestCase):
         self.assertEqual(result["host"]["name"], "codex")
         for fake in ("receipts", "external-authorizer", "auto-approval", "clock", "fault-injection", "wait"):
             self.assertNotIn(fake, result["capabilities"])
+        self.assertIn("direct-tool-calls", result["capabilities"])
+        # codex starts at the first call that needs it, so a scenario found unsupported costs no start
+        self.assertFalse(os.path.exists(self.d.log))
+        self.d.call("host/configure", {})
+        self.assertEqual(self.d.call("state/observe")["result"]["observed"]["instances"], [])
+        self.assertFalse(os.path.exists(self.d.log))
+        self.d.call("instance/start", START)
         for _ in range(50):
             if len(self.d.sent()) >= 2:
                 break
@@ -138,8 +146,15 @@ class Mapping(unittest.TestCase):
         start = [m for m in self.d.sent() if m.get("method") == "thread/start"][0]["params"]
         self.assertEqual(start["sandbox"], "workspace-write")
         self.assertEqual(start["approvalPolicy"], "on-request")
-        self.assertEqual(start["config"], {"agents.max_depth": 1})
+        self.assertEqual(start["config"]["agents.max_depth"], 1)
         self.assertTrue(start["cwd"].endswith("/fs/w/repo"))
+        # workspace-write without codex's default /tmp and $TMPDIR, so codex allows only the roots
+        ww = start["config"]["sandbox_workspace_write"]
+        self.assertEqual((ww["exclude_slash_tmp"], ww["exclude_tmpdir_env_var"], ww["network_access"]), (True, True, False))
+        self.assertTrue(ww["writable_roots"][0].endswith("/fs/w/repo"))
+        # codex stores a thread only once it is named or ran a turn: the adapter names it at once
+        named = [m["params"] for m in self.d.sent() if m.get("method") == "thread/name/set"]
+        self.assertEqual([n["name"] for n in named], [result["instance"]])
 
     def test_start_restricts_mcp_tools_by_name(self):
         # codex cannot seal by digest but can limit a thread to named MCP tools: the adapter asks
@@ -152,8 +167,7 @@ class Mapping(unittest.TestCase):
         self.assertEqual(result["effective"]["tools"], {})
         self.d.call("instance/start", START)
         starts = [m["params"] for m in self.d.sent() if m.get("method") == "thread/start"]
-        self.assertEqual(starts[0]["config"], {"agents.max_depth": 1,
-                                               "mcp_servers.harness.enabled_tools": ["notes.read"]})
+        self.assertEqual(starts[0]["config"]["mcp_servers.harness.enabled_tools"], ["notes.read"])
         self.assertEqual(starts[1]["config"]["mcp_servers.harness.enabled_tools"], [])
 
     def test_options_codex_lacks_are_32001(self):
@@ -220,13 +234,185 @@ class Mapping(unittest.TestCase):
         approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
         self.assertEqual(approvals[0]["state"], "pending")
 
-    def test_close_archives_and_codex_refusal_is_terminal(self):
+    def test_close_deletes_and_codex_refusal_is_terminal(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
         self.assertEqual(self.d.call("instance/close", {"instance": iid})["result"]["outcome"], "ok")
-        self.assertIn("thread/archive", [m.get("method") for m in self.d.sent()])
+        self.assertIn("thread/delete", [m.get("method") for m in self.d.sent()])
         result = self.d.call("instance/turn", {"instance": iid, "input": "again"})["result"]
         self.assertEqual((result["outcome"], result["reason"]), ("denied", "instance_terminal"))
         self.assertEqual(self.d.call("instance/close", {"instance": iid})["result"]["reason"], "instance_terminal")
+
+    def test_effective_authority_is_codex_answer_not_the_request(self):
+        # a codex that answers /tmp writable although told to exclude it: the effective
+        # authority shows the widening instead of echoing the request
+        d = Driver(FAKE_WIDEN="1")
+        d.initialize()
+        result = d.call("instance/start", START)["result"]
+        self.assertEqual(result["effective"]["sandbox"]["workspace-write"]["writable_roots"], ["/w/repo", "/tmp"])
+        d.close()
+        result = self.d.call("instance/start", START)["result"]
+        self.assertEqual(result["effective"]["sandbox"], START["sandbox"])
+        self.assertEqual(result["effective"]["cwd"], "/w/repo")
+
+    def test_codex_runs_in_the_store_not_the_real_home_or_tmp(self):
+        self.d.call("instance/start", START)
+        with open(self.d.envfile) as f:
+            env = json.load(f)
+        for var in ("HOME", "TMPDIR", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME",
+                    "XDG_RUNTIME_DIR", "CODEX_HOME"):
+            self.assertTrue(env[var].startswith(self.d.store + os.sep), (var, env[var]))
+            self.assertTrue(os.path.isdir(env[var]), var)
+
+    def test_tool_call_is_codex_mcp_server_tool_call(self):
+        self.d.call("initialize", {"protocol_version": "1.0", "environment": {
+            "model_endpoint": "http://127.0.0.1:9", "store_dir": self.d.store, "clock": "harness",
+            "mcp_servers": [{"name": "harness", "url": "http://127.0.0.1:9/mcp"}]}})
+        iid = self.d.call("instance/start", dict(START, tools=["notes.read"]))["result"]["instance"]
+        result = self.d.call("instance/tool_call", {"instance": iid, "tool": "notes.read", "arguments": {"path": "a"}})["result"]
+        self.assertEqual(result["tool_call"], {"tool": "notes.read", "outcome": "executed", "result": "called notes.read"})
+        call = [m for m in self.d.sent() if m.get("method") == "mcpServer/tool/call"][0]["params"]
+        thread = [m for m in self.d.sent() if m.get("method") == "thread/name/set"][0]["params"]["threadId"]
+        self.assertEqual(call, {"threadId": thread, "server": "harness", "tool": "notes.read", "arguments": {"path": "a"}})
+        # codex answers an error (it passes the MCP server's on): nothing codex refused by name,
+        # so dispatched, and that reading marked inferred; never a made-up deny reason
+        refused = self.d.call("instance/tool_call", {"instance": iid, "tool": "refused.tool"})["result"]
+        self.assertEqual((refused["outcome"], refused["tool_call"]["outcome"], refused["inferred"]), ("ok", "executed", ["tool_call"]))
+        self.assertIn("not enabled", refused["detail"])
+        # an isError result: codex's answer says it dispatched; nothing inferred
+        gone = self.d.call("instance/tool_call", {"instance": iid, "tool": "gone.tool"})["result"]
+        self.assertEqual(gone["tool_call"], {"tool": "gone.tool", "outcome": "executed", "result": "unknown tool gone.tool"})
+        self.assertNotIn("inferred", gone)
+        self.d.call("instance/close", {"instance": iid})
+        closed = self.d.call("instance/tool_call", {"instance": iid, "tool": "notes.read"})["result"]
+        self.assertEqual((closed["outcome"], closed["reason"]), ("denied", "instance_terminal"))
+
+    def test_tool_call_without_mcp_server_is_32001(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        self.assertEqual(self.d.call("instance/tool_call", {"instance": iid, "tool": "x"})["error"]["code"], -32001)
+
+    def test_observe_reads_codex_store_and_marks_what_it_did_not(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        child = self.d.call("instance/turn", {"instance": iid, "input": "SPAWN-READONLY"})["result"]["turn"]["spawn"]["instance"]
+        observed = self.d.call("state/observe")["result"]["observed"]
+        by_id = {i["id"]: i for i in observed["instances"]}
+        # the child's ceiling is what codex stored for it (read-only here), not its parent's copied
+        self.assertEqual(by_id[child]["ceiling"]["sandbox"], "read-only")
+        self.assertEqual(by_id[child]["ceiling"]["delegation_depth"], 0)
+        self.assertEqual(by_id[child]["role"], "worker")
+        self.assertEqual(by_id[iid]["ceiling"]["sandbox"], START["sandbox"])
+        for entry in by_id.values():
+            self.assertNotIn("inferred", entry)
+        self.assertNotIn("inferred", observed)
+        # closed: codex deleted the thread and says so (thread not found), nothing inferred
+        self.d.call("instance/close", {"instance": child})
+        observed = self.d.call("state/observe")["result"]["observed"]
+        entry = {i["id"]: i for i in observed["instances"]}[child]
+        self.assertEqual(entry["state"], "closed")
+        self.assertNotIn("state", entry.get("inferred", []))
+        self.assertIn("ceiling", entry["inferred"])
+        # approvals are the adapter's bookkeeping with placeholder digests: marked inferred
+        self.d.call("instance/turn", {"instance": iid, "input": "APPROVE this"})
+        self.assertIn("approvals", self.d.call("state/observe")["result"]["observed"]["inferred"])
+
+    def test_codex_state_lost_is_marked_inferred(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        for path in [os.path.join(r, f) for r, _d, fs in os.walk(os.path.join(self.d.store, "codex-home")) for f in fs
+                     if f.startswith("rollout-")]:
+            os.remove(path)
+        self.d.close()
+        self.d = Driver(store=self.d.store)
+        self.d.initialize()
+        observed = self.d.call("state/observe")["result"]["observed"]
+        self.assertEqual(observed["instances"][0]["inferred"], ["state", "ceiling"])
+        self.assertIn("instances", observed["inferred"])
+
+    def test_roles_become_codex_agent_role_layers(self):
+        roles = {"reviewer": {"sandbox": "read-only", "approval_policy": "never"},
+                 "worker": {"sandbox": {"workspace-write": {"writable_roots": ["/w/repo"], "network": False}}}}
+        self.assertEqual(self.d.call("host/configure", {"roles": roles})["result"], {"outcome": "ok"})
+        self.d.call("instance/start", START)
+        config = [m["params"] for m in self.d.sent() if m.get("method") == "thread/start"][0]["config"]
+        path = config["agents.reviewer.config_file"]
+        with open(path) as f:
+            text = f.read()
+        self.assertIn('sandbox_mode = "read-only"', text)
+        self.assertIn('approval_policy = "never"', text)
+        with open(config["agents.worker.config_file"]) as f:
+            worker = f.read()
+        self.assertIn('sandbox_mode = "workspace-write"', worker)
+        self.assertIn("exclude_slash_tmp = true", worker)
+        # a role codex cannot express is left out of codex, not approximated
+        self.assertEqual(self.d.call("host/configure", {"roles": dict(roles, vm={"sandbox": {"external": {"name": "v"}}},
+                                                                      builder={"approval_policy": {"granular": {"ask": [], "deny": []}}})})
+                         ["result"], {"outcome": "ok"})
+        self.d.call("instance/start", START)
+        config = [m["params"] for m in self.d.sent() if m.get("method") == "thread/start"][1]["config"]
+        self.assertIn("agents.reviewer.config_file", config)
+        self.assertFalse([k for k in config if k.startswith(("agents.vm.", "agents.builder."))])
+
+    def test_spawn_without_child_marks_its_reason_inferred(self):
+        a = adapter.Adapter()
+        a.state = adapter.State(tempfile.mkdtemp())
+        inst = a.state.new_instance("T1", role="lead")
+        a.state.spawn_asked["T1"] = 1
+        a.turns["T1"] = {"items": [{"type": "agentMessage", "text": "ok"}], "done": True, "status": "completed",
+                         "spawn_asked": 0, "refused_before": set()}
+        result = a._turn_report(inst, "T1", 0, [])
+        self.assertEqual(result["turn"]["spawn"]["reason"], "policy_denied")
+        self.assertEqual(result["turn"]["spawn"]["inferred"], ["reason"])
+        self.assertEqual(result["inferred"], ["spawn"])
+
+    def test_resumed_instance_runs_until_its_next_turn_completes(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        state = lambda: {i["id"]: i["state"] for i in
+                         self.d.call("state/observe")["result"]["observed"]["instances"]}[iid]
+        self.d.call("instance/turn", {"instance": iid, "input": "hello"})
+        self.assertEqual(state(), "completed")
+        self.assertEqual(self.d.call("instance/resume", {"instance": iid})["result"]["outcome"], "ok")
+        self.assertEqual(state(), "running")
+        self.d.call("instance/turn", {"instance": iid, "input": "again"})
+        self.assertEqual(state(), "completed")
+
+    def test_child_resume_keeps_codex_depth_count_from_its_root(self):
+        # codex counts depth from the root: a resumed child keeps its root's agents.max_depth
+        iid = self.d.call("instance/start", dict(START, delegation_depth=2))["result"]["instance"]
+        child = self.d.call("instance/turn", {"instance": iid, "input": "SPAWN"})["result"]["turn"]["spawn"]["instance"]
+        result = self.d.call("instance/resume", {"instance": child})["result"]
+        self.assertEqual(result["effective"]["delegation_depth"], 1)
+        resume = [m["params"] for m in self.d.sent() if m.get("method") == "thread/resume"][-1]
+        self.assertEqual(resume["config"]["agents.max_depth"], 2)
+
+    def test_failed_mcp_items_say_who_refused(self):
+        a = adapter.Adapter()
+        a.state = adapter.State(tempfile.mkdtemp())
+        inst = a.state.new_instance("T1", role="lead")
+
+        def report(error):
+            a.turns["T1"] = {"items": [{"type": "mcpToolCall", "tool": "probe_read", "status": "failed",
+                                        "error": {"message": error}}],
+                             "done": True, "status": "completed", "spawn_asked": 0, "refused_before": set()}
+            return a._turn_report(inst, "T1", 0, [])
+
+        # codex's own refusal under never: policy_denied in codex's words, nothing inferred
+        never = report("MCP tool call requires approval, but approval policy is never")
+        self.assertEqual((never["tool_call"]["outcome"], never["tool_call"]["reason"]), ("denied", "policy_denied"))
+        self.assertNotIn("inferred", never)
+        # the server failed a call codex sent: dispatched, codex refused nothing
+        server = report("tool call error: tool call failed for `harness/notes.read`\n\nCaused by: Mcp error: -32602")
+        self.assertEqual(server["tool_call"]["outcome"], "executed")
+        self.assertNotIn("reason", server["tool_call"])
+
+    def test_close_of_a_forked_thread_archives_when_codex_keeps_it(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        self.d.call("instance/turn", {"instance": iid, "input": "hello"})
+        self.d.call("instance/fork", {"instance": iid})
+        result = self.d.call("instance/close", {"instance": iid})["result"]
+        self.assertEqual(result["outcome"], "ok")
+        self.assertEqual([m["method"] for m in self.d.sent() if m.get("method") in ("thread/delete", "thread/archive")],
+                         ["thread/delete", "thread/archive"])
+        entry = {i["id"]: i for i in self.d.call("state/observe")["result"]["observed"]["instances"]}[iid]
+        self.assertEqual(entry["state"], "closed")
+        self.assertNotIn("inferred", entry)
 
     def test_unknown_instance(self):
         result = self.d.call("instance/turn", {"instance": "i-99", "input": "x"})["result"]
@@ -237,6 +423,7 @@ class Shutdown(unittest.TestCase):
     def test_stdin_eof_stops_adapter_and_app_server(self):
         d = Driver()
         d.initialize()
+        d.call("instance/start", START)
         with open(d.pidfile) as f:
             fake_pid = int(f.read())
         t0 = time.monotonic()
@@ -285,7 +472,9 @@ class Shutdown(unittest.TestCase):
         self.assertEqual([m["method"] for m in methods], ["thread/resume", "turn/start"])
         resume = methods[0]["params"]
         self.assertEqual((resume["sandbox"], resume["approvalPolicy"]), ("workspace-write", "on-request"))
-        self.assertEqual(resume["config"], {"agents.max_depth": 0, "mcp_servers.harness.enabled_tools": ["notes.read"]})
+        self.assertEqual(resume["config"]["agents.max_depth"], 0)
+        self.assertEqual(resume["config"]["mcp_servers.harness.enabled_tools"], ["notes.read"])
+        self.assertTrue(resume["config"]["sandbox_workspace_write"]["exclude_slash_tmp"])
         again.call("instance/turn", {"instance": iid, "input": "again"})
         self.assertEqual(len([m for m in again.sent() if m.get("method") == "thread/resume"]), 1)
         again.close()
@@ -300,7 +489,7 @@ class Shutdown(unittest.TestCase):
         for method in ("thread/fork", "thread/resume"):
             params = [m for m in d.sent() if m.get("method") == method][0]["params"]
             self.assertEqual((params["sandbox"], params["approvalPolicy"]), ("workspace-write", "never"), method)
-            self.assertEqual(params["config"], {"agents.max_depth": 1}, method)
+            self.assertEqual(params["config"]["agents.max_depth"], 1, method)
         d.close()
 
 

@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""Reproduction: codex 0.171.0 lets a parent's model reopen a closed child (resume_agent + send_input), TR1.
+"""Reproduction: codex 0.171.0 lets a parent's model reopen a closed child (resume_agent + send_input), TR1, unless the thread was deleted.
 
 No catalogue scenario can script it (the harness endpoint cannot emit codex's
 `resume_agent`/`send_input`), so this drives adapter.py (and the real codex it
-installs) over protocol v1 against a small scripted Responses endpoint of its own:
+installs) over protocol v1 against a small scripted Responses endpoint of its own,
+and counts the requests that endpoint receives for the child (the endpoint's own count,
+by the x-delegation-instance header the relay adds from codex's thread-id header):
 
   1. start root i-1 (workspace-write, approval never, delegation depth 1)
   2. turn on i-1 "DELEGATE-NOW": the model calls spawn_agent -> child i-2 (1 request)
-  3. close i-2: with --via archive (default) instance/close (app-server thread/archive);
-     with --via close_agent the parent's model calls close_agent on it
+  3. close i-2: --via delete (default: instance/close, app-server thread/delete),
+     --via archive (instance/close with CODEX_ADAPTER_CLOSE_METHOD=thread/archive),
+     --via close_agent (the parent's model calls close_agent on it)
   4. turn on i-2 directly: expected refused (instance_terminal) with no request
   5. turn on i-1 "RESUME-IT": the model calls resume_agent {id: <child thread>}
   6. turn on i-1 "SEND-IT": the model calls send_input {target, message: "REVIVED_TASK"}
   7. count the endpoint's requests made for i-2 after the close
 
-Exit 0 and "REPRODUCED" when i-2 made a model request after it was closed; 1 otherwise.
-Run from anywhere: python3 harness/adapters/codex/repro/resume_agent_reopens.py [--via archive|close_agent]
+Prints REOPENED when i-2 made a model request after it was closed, STAYED CLOSED otherwise.
+Exit 0 when codex did what the README says for that way of closing (archive, close_agent:
+reopened; delete: stayed closed), 1 otherwise.
+Run from anywhere: python3 harness/adapters/codex/repro/resume_agent_reopens.py [--via delete|archive|close_agent]
 """
 import http.server
 import json
@@ -74,13 +79,16 @@ class Model(http.server.BaseHTTPRequestHandler):
 
 
 def main():
-    via = sys.argv[sys.argv.index("--via") + 1] if "--via" in sys.argv else "archive"
+    via = sys.argv[sys.argv.index("--via") + 1] if "--via" in sys.argv else "delete"
+    env = dict(os.environ)
+    if via == "archive":
+        env["CODEX_ADAPTER_CLOSE_METHOD"] = "thread/archive"
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Model)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     store = tempfile.mkdtemp(prefix="codex-repro-")
     proc = subprocess.Popen([sys.executable, ADAPTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=open(os.path.join(store, "adapter.log"), "w"), text=True,
-                            env=dict(os.environ, DELEGATION_STORE_DIR=store))
+                            env=dict(env, DELEGATION_STORE_DIR=store))
     ids = iter(range(1, 100))
 
     def call(method, params=None):
@@ -117,9 +125,14 @@ def main():
     print("requests for i-2 after the close (%s):" % via, len(after))
     for r in after:
         print("  ", r[1])
-    print("REPRODUCED" if after else "NOT REPRODUCED")
+    print("what codex answered the parent's model after the close:")
+    for r in REQUESTS[closed_at:]:
+        if r[0] == "i-1" and "function_call_output" in r[1]:
+            print("  ", r[1])
+    print("REOPENED" if after else "STAYED CLOSED")
     server.shutdown()
-    return 0 if after else 1
+    expected_reopened = via != "delete"
+    return 0 if bool(after) == expected_reopened else 1
 
 
 if __name__ == "__main__":
