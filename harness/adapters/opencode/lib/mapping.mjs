@@ -1,21 +1,78 @@
 // Pure mappings between host protocol v1 and opencode: permissions from an authority, turn reports from messages, observations from sessions.
 
-/** opencode permission rules for a root session, from the authority the harness starts it with. */
-export function sessionPermission(start) {
+import { sanitize } from './mcp.mjs';
+
+/** What an approval policy says of one action class: the model's verdicts, as opencode permission actions. */
+export function policyAction(policy, cls) {
+  if (policy && typeof policy === 'object' && policy.granular) {
+    if ((policy.granular.deny || []).includes(cls)) return 'deny';
+    if ((policy.granular.ask || []).includes(cls)) return 'ask';
+    return 'allow';
+  }
+  if (policy === 'never') return cls === 'read' ? 'allow' : 'deny';
+  if (policy === 'untrusted') return cls === 'read' ? 'allow' : 'ask';
+  if (policy === 'on-request') return cls === 'read' || cls === 'file-write' ? 'allow' : 'ask';
+  return 'ask';
+}
+
+const READ_ONLY_REFUSES = new Set(['shell', 'file-write', 'generic']);
+
+/**
+ * opencode permission rules for a root session, from the authority the
+ * harness starts it with. `tools` are the sealed tools' catalogue entries
+ * (`{server, opencode, class}`), `servers` every MCP server opencode is
+ * connected to: a session sees only its sealed tools (every other tool of
+ * those servers is denied, which hides it from the model), each with the
+ * action its approval policy gives its class.
+ */
+export function sessionPermission(start, { tools = [], servers = [] } = {}) {
   const rules = [];
-  const deny = (permission) => rules.push({ permission, pattern: '*', action: 'deny' });
-  if ((start.delegation_depth ?? 2) === 0) deny('task');
+  const rule = (permission, action) => rules.push({ permission, pattern: '*', action });
+  if ((start.delegation_depth ?? 2) === 0) rule('task', 'deny');
   const sandbox = start.sandbox;
   const network = sandbox === 'full-access' || (sandbox && sandbox['workspace-write'] && sandbox['workspace-write'].network === true);
   if (sandbox === 'read-only') {
-    deny('edit');
-    deny('bash');
+    rule('edit', 'deny');
+    rule('bash', 'deny');
   }
   if (!network) {
-    deny('webfetch');
-    deny('websearch');
+    rule('webfetch', 'deny');
+    rule('websearch', 'deny');
+  }
+  for (const server of servers) rule(`${sanitize(server)}_*`, 'deny');
+  for (const tool of tools) {
+    const cls = tool.class || 'mcp';
+    let action = policyAction(start.approval_policy, cls);
+    if (sandbox === 'read-only' && READ_ONLY_REFUSES.has(cls)) action = 'deny';
+    if (cls === 'network' && !network) action = 'deny';
+    rule(tool.opencode, action);
   }
   return rules;
+}
+
+/** opencode's rule evaluation: the last rule whose permission and pattern match wins (default `ask`). */
+export function evaluate(rules, permission, pattern = '*') {
+  const glob = (g, text) => new RegExp(`^${g.split('*').map((x) => x.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`).test(text);
+  const hit = [...(rules || [])].reverse().find((r) => glob(r.permission, permission) && glob(r.pattern, pattern));
+  return hit ? hit.action : 'ask';
+}
+
+/**
+ * Narrows a ceiling by what an opencode session's own permission rules deny:
+ * edit and bash denied make it read-only, webfetch denied takes the network,
+ * a denied MCP tool leaves the tools, task denied takes delegation.
+ */
+export function narrowByPermission(ceiling, rules, catalogue) {
+  const out = { ...ceiling, tools: { ...(ceiling.tools || {}) } };
+  if (evaluate(rules, 'edit') === 'deny' && evaluate(rules, 'bash') === 'deny') out.sandbox = 'read-only';
+  const ws = out.sandbox && out.sandbox['workspace-write'];
+  if (ws && ws.network && evaluate(rules, 'webfetch') === 'deny') out.sandbox = { 'workspace-write': { ...ws, network: false } };
+  for (const name of Object.keys(out.tools)) {
+    const entry = catalogue && catalogue.get(name);
+    if (!entry || evaluate(rules, entry.opencode) === 'deny') delete out.tools[name];
+  }
+  if (evaluate(rules, 'task') === 'deny') out.delegation_depth = 0;
+  return out;
 }
 
 /** Why a `task` call that created no child was refused, in the protocol's deny vocabulary. */
@@ -38,6 +95,36 @@ function errorText(error) {
   return (error.data && error.data.message) || error.message || error.name || JSON.stringify(error);
 }
 
+/** The harness's name for an opencode tool id (an MCP tool's own name), or the id itself. */
+export function harnessToolName(id, catalogue) {
+  for (const entry of (catalogue ? catalogue.values() : [])) if (entry.opencode === id) return entry.name;
+  return id;
+}
+
+/** Thrown when the model called an MCP tool by its MCP name, which opencode does not know (see lib/mcp.mjs). */
+export class ToolNameMismatch extends Error {
+  constructor(name, opencode) {
+    super(`the model called \`${name}\`, which opencode exposes as \`${opencode}\` (it names MCP tools <server>_<tool>); opencode routed the call to its \`invalid\` tool. The harness's model endpoint calls MCP tools by their MCP name in Chat Completions, so a model tool call cannot reach an MCP tool on opencode until the endpoint maps names as it maps \`spawn\` onto \`task\``);
+    this.name = 'ToolNameMismatch';
+    this.tool = name;
+  }
+}
+
+/** A pending opencode permission request as the protocol's tool call report. */
+export function pendingToolCall(permission, catalogue) {
+  const tool = harnessToolName(permission.permission, catalogue);
+  return { tool, outcome: 'pending_approval', approval: permission.id };
+}
+
+/** A finished (or failed) opencode tool part as the protocol's tool call report. */
+export function toolCallReport(part, catalogue) {
+  const state = part.state || {};
+  const report = { tool: harnessToolName(part.tool, catalogue), outcome: state.status === 'completed' ? 'executed' : 'denied' };
+  if (report.outcome === 'executed' && typeof state.output === 'string') report.result = state.output;
+  if (report.outcome === 'denied') report.reason = 'policy_denied';
+  return report;
+}
+
 /**
  * The result of one `instance/turn`, from the messages opencode added to the
  * session during the turn and the child sessions that appeared.
@@ -46,12 +133,16 @@ function errorText(error) {
  * harness scripted): a `task` call is a spawn, another tool call is a
  * tool_call, text is a message. opencode then continues the turn on its own
  * (a follow-up model request with the tool's result); the report says so in
- * `detail`.
+ * `detail`. `pending` is an opencode permission request the turn stopped at.
  */
-export function turnResult({ instance, newMessages, newChildren, failure }) {
+export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue }) {
   const assistants = newMessages.filter((m) => m.info && m.info.role === 'assistant');
   const base = { outcome: 'ok', instance };
   if (failure) return { ...base, turn: { reply: 'model_failed', detail: failure } };
+  if (pending && pending.permission !== 'task') {
+    const tool_call = pendingToolCall(pending, catalogue);
+    return { ...base, detail: `opencode asks permission ${pending.id} (${pending.permission})`, turn: { reply: 'tool_call', tool: tool_call.tool }, tool_call };
+  }
   const first = assistants[0];
   if (!first) return { ...base, turn: { reply: 'model_failed', detail: 'opencode added no assistant message in this turn' } };
   const tools = (first.parts || []).filter((p) => p.type === 'tool');
@@ -67,20 +158,26 @@ export function turnResult({ instance, newMessages, newChildren, failure }) {
     if (child) {
       return { ...base, detail: `task created child session ${child.id}${follow}`, turn: { reply: 'spawn', spawn: { outcome: 'ok', instance: child.id } } };
     }
-    const why = errorText(state.error) || (task.tool === 'invalid' && state.output) || `task call ended ${state.status || 'without a status'} and no child session appeared`;
-    return {
+    const stated = errorText(state.error) || (task.tool === 'invalid' && state.output);
+    const why = stated || `task call ended ${state.status || 'without a status'} and no child session appeared`;
+    const result = {
       ...base,
       detail: `task refused by opencode${follow}`,
       turn: { reply: 'spawn', spawn: { outcome: 'denied', reason: denyReasonFor(why), detail: why } },
     };
+    // Without opencode's own words the reason is the adapter's reading of "no child".
+    if (!stated) result.inferred = ['spawn'];
+    return result;
   }
   if (tools.length > 0) {
     const call = tools[0];
-    const state = call.state || {};
-    const report = { tool: call.tool, outcome: state.status === 'completed' ? 'executed' : 'denied' };
-    if (report.outcome === 'executed' && typeof state.output === 'string') report.result = state.output;
-    if (report.outcome === 'denied') report.reason = 'policy_denied';
-    return { ...base, detail: `tool ${call.tool} ${state.status || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: call.tool }, tool_call: report };
+    if (call.tool === 'invalid') {
+      const asked = call.state && call.state.input && call.state.input.tool;
+      const entry = asked && catalogue && catalogue.get(asked);
+      if (entry && entry.opencode !== asked) throw new ToolNameMismatch(asked, entry.opencode);
+    }
+    const report = toolCallReport(call, catalogue);
+    return { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
   }
   const last = assistants[assistants.length - 1];
   return { ...base, turn: { reply: 'message', text: textOf(last) } };

@@ -11,13 +11,17 @@ test('initialize declares only what opencode has; unknown methods are -32601; no
   const early = await a.request('state/observe');
   assert.equal(early.error.code, -32003);
   const init = await a.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork']);
   assert.equal(init.result.protocol_version, '1.0');
-  for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/answer', 'instance/wait', 'instance/fork']) {
+  for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/auto', 'instance/wait', 'grant/revoke', 'instance/tool_call']) {
     const r = await a.request(method, {});
     assert.equal(r.error.code, -32601, method);
   }
   assert.equal((await a.request('host/configure', { authorizer_required: true })).error.code, -32001);
+  // Options opencode cannot honour are refused, never accepted and ignored.
+  assert.equal((await a.request('host/configure', { strict_mode: true })).error.code, -32001);
+  assert.equal((await a.request('host/configure', { auto_approve: true })).error.code, -32001);
+  assert.equal((await a.request('host/configure', { strict_mode: false, auto_approve: false })).result.outcome, 'ok');
   assert.deepEqual(await a.close(), { code: 0, signal: null });
 });
 
