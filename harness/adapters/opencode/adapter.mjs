@@ -15,7 +15,7 @@ import {
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import {
-  sessionPermission, turnResult, liveState, childCeiling, narrowByPermission, ToolNameMismatch,
+  sessionPermission, turnResult, liveState, childCeiling, applyPermission, ToolNameMismatch,
   toolCallReport, pendingToolCall,
 } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
@@ -173,9 +173,10 @@ export class Adapter {
   /**
    * An instance's ceiling. A root's is what it was started with (opencode
    * holds only its permission rules, not sandbox roots, cwd or approval
-   * policy). A child's or fork's is derived: its parent's (or origin's) with
-   * one level of delegation less, narrowed by what opencode's own permission
-   * rules of that session deny. Reported as inferred either way.
+   * policy). A child's starts from its parent's with one level of delegation
+   * less, a fork's from its origin's; then every axis opencode's own rules
+   * decide (its agent's and its session's, `applyPermission`) is read from
+   * them. Reported as inferred either way: part of it is the adapter's record.
    */
   ceilingOf(id, sessions) {
     const known = this.state.instances[id];
@@ -185,9 +186,21 @@ export class Adapter {
     const parent = (session && session.parentID) || (known && known.parent);
     let base = null;
     if (origin) base = this.ceilingOf(origin, sessions);
-    else if (parent) base = this.ceilingOf(parent, sessions) && childCeiling(this.ceilingOf(parent, sessions));
+    else if (parent) {
+      const up = this.ceilingOf(parent, sessions);
+      base = up && childCeiling(up);
+    }
     if (!base) return known && known.ceiling ? known.ceiling : null;
-    return session ? narrowByPermission(base, session.permission, this.catalogue) : (known && known.ceiling) || base;
+    if (!session) return (known && known.ceiling) || base;
+    const role = (known && known.role) || session.agent;
+    return applyPermission(base, [...this.agentRules(role), ...(session.permission || [])], this.catalogue);
+  }
+
+  /** The permission rules opencode.json gives an agent (a configured role), as a ruleset. */
+  agentRules(role) {
+    const agent = role && this.config().agent[role];
+    if (!agent || !agent.permission) return [];
+    return Object.entries(agent.permission).map(([permission, action]) => ({ permission, pattern: '*', action }));
   }
 
   /** A root's recorded ceiling, with the delegation depth opencode really enforces now. */

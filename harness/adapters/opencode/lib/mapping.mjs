@@ -58,18 +58,24 @@ export function evaluate(rules, permission, pattern = '*') {
 }
 
 /**
- * Narrows a ceiling by what an opencode session's own permission rules deny:
- * edit and bash denied make it read-only, webfetch denied takes the network,
- * a denied MCP tool leaves the tools, task denied takes delegation.
+ * What an opencode session may do, on the axes its permission rules
+ * decide, starting from `base` (the start request, or the parent's ceiling
+ * for a child): edit and bash denied make it read-only, and a read-only base
+ * whose session denies neither is full-access (opencode has no sandbox);
+ * webfetch denied or not decides the network; the MCP tools are exactly
+ * those the rules do not deny; task denied takes delegation. Both ways: a
+ * session that lost its origin's rules (a fork) shows it.
  */
-export function narrowByPermission(ceiling, rules, catalogue) {
-  const out = { ...ceiling, tools: { ...(ceiling.tools || {}) } };
-  if (evaluate(rules, 'edit') === 'deny' && evaluate(rules, 'bash') === 'deny') out.sandbox = 'read-only';
+export function applyPermission(base, rules, catalogue) {
+  const out = { ...base };
+  const readOnly = evaluate(rules, 'edit') === 'deny' && evaluate(rules, 'bash') === 'deny';
+  if (readOnly) out.sandbox = 'read-only';
+  else if (base.sandbox === 'read-only') out.sandbox = 'full-access';
   const ws = out.sandbox && out.sandbox['workspace-write'];
-  if (ws && ws.network && evaluate(rules, 'webfetch') === 'deny') out.sandbox = { 'workspace-write': { ...ws, network: false } };
-  for (const name of Object.keys(out.tools)) {
-    const entry = catalogue && catalogue.get(name);
-    if (!entry || evaluate(rules, entry.opencode) === 'deny') delete out.tools[name];
+  if (ws) out.sandbox = { 'workspace-write': { ...ws, network: evaluate(rules, 'webfetch') !== 'deny' } };
+  if (catalogue && catalogue.size) {
+    out.tools = {};
+    for (const entry of catalogue.values()) if (evaluate(rules, entry.opencode) !== 'deny') out.tools[entry.name] = entry.digest;
   }
   if (evaluate(rules, 'task') === 'deny') out.delegation_depth = 0;
   return out;

@@ -9,6 +9,7 @@ export function startFakeMcp(tools) {
     req.on('data', (c) => { raw += c; });
     req.on('end', () => {
       if (req.method === 'DELETE') { res.writeHead(200); res.end(); return; }
+      if (req.method !== 'POST') { res.writeHead(405); res.end(); return; }
       const msg = JSON.parse(raw);
       if (msg.id === undefined) { res.writeHead(202); res.end(); return; }
       let result;

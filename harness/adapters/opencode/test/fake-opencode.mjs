@@ -162,7 +162,8 @@ const server = createServer((req, res) => {
     if (req.method === 'POST' && sub === '/prompt_async') { run(sid, body.parts.map((p) => p.text).join('')); return send(204); }
     if (req.method === 'POST' && sub === '/abort') { delete status[sid]; return send(200, true); }
     if (req.method === 'POST' && sub === '/fork') {
-      const fork = createSession({ title: `${session.title} (fork #1)`, permission: session.permission, ...(session.parentID ? { parentID: session.parentID } : {}), ...(session.agent ? { agent: session.agent } : {}) });
+      // As opencode 1.18.33: the fork gets none of the origin's permission rules.
+      const fork = createSession({ title: `${session.title} (fork #1)`, ...(session.parentID ? { parentID: session.parentID } : {}), ...(session.agent ? { agent: session.agent } : {}) });
       db.messages[fork.id] = JSON.parse(JSON.stringify(db.messages[sid]));
       save();
       return send(200, fork);

@@ -80,7 +80,7 @@ test('a permission request is a pending approval; allow is opencode once, deny r
   });
 });
 
-test('fork is opencode\'s fork: a new instance under the origin\'s ceiling; a deleted origin is terminal (reason inferred from the tombstone)', async () => {
+test('fork is opencode\'s fork: a new instance whose ceiling is read from its own rules (none: wider than its origin); a deleted origin is terminal (reason inferred from the tombstone)', async () => {
   const store = tempDir('fork');
   const a = startAdapter({ store });
   await a.initialize();
@@ -88,7 +88,7 @@ test('fork is opencode\'s fork: a new instance under the origin\'s ceiling; a de
   const fork = await a.request('instance/fork', { instance: root });
   assert.equal(fork.result.outcome, 'ok');
   assert.notEqual(fork.result.instance, root);
-  assert.equal(fork.result.effective.sandbox, 'read-only');
+  assert.equal(fork.result.effective.sandbox, 'full-access', 'opencode copies no permission rules into a fork');
   assert.deepEqual(fork.result.inferred, ['effective']);
   const obs = (await a.request('state/observe')).result.observed;
   assert.deepEqual(obs.instances.map((i) => i.id).sort(), [root, fork.result.instance].sort());

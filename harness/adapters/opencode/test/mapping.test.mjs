@@ -64,9 +64,9 @@ test('approval policies give each action class the model\'s verdict as an openco
   assert.deepEqual(['mcp', 'shell', 'read'].map((c) => policyAction({ granular: { ask: ['mcp'], deny: ['shell'] } }, c)), ['ask', 'deny', 'allow']);
 });
 
-test('a ceiling is narrowed by what the session\'s own opencode rules deny (last matching rule wins)', async () => {
-  const { narrowByPermission, evaluate } = await import('../lib/mapping.mjs');
-  const catalogue = new Map([['notes.read', { opencode: 'tools_notes_read' }], ['probe', { opencode: 'tools_probe' }]]);
+test('a ceiling follows what the session\'s own opencode rules decide, narrower or wider (last matching rule wins)', async () => {
+  const { applyPermission: narrowByPermission, evaluate } = await import('../lib/mapping.mjs');
+  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read', digest: 'sha256:a' }], ['probe', { name: 'probe', opencode: 'tools_probe', digest: 'sha256:b' }]]);
   const rules = [{ permission: 'tools_*', pattern: '*', action: 'deny' }, { permission: 'tools_notes_read', pattern: '*', action: 'allow' }];
   assert.equal(evaluate(rules, 'tools_notes_read'), 'allow');
   assert.equal(evaluate(rules, 'tools_probe'), 'deny');
@@ -76,6 +76,9 @@ test('a ceiling is narrowed by what the session\'s own opencode rules deny (last
   assert.deepEqual(narrowed, { sandbox: { 'workspace-write': { writable_roots: ['/w'], network: false } }, tools: { 'notes.read': 'sha256:a' }, delegation_depth: 0 });
   const readOnly = narrowByPermission(ceiling, [{ permission: 'edit', pattern: '*', action: 'deny' }, { permission: 'bash', pattern: '*', action: 'deny' }], catalogue);
   assert.equal(readOnly.sandbox, 'read-only');
+  // A session without its origin's rules (opencode's fork copies none) is as wide as opencode lets it be.
+  const lost = narrowByPermission({ sandbox: 'read-only', tools: { 'notes.read': 'sha256:a' }, delegation_depth: 0 }, [], new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read', digest: 'sha256:a' }], ['probe', { name: 'probe', opencode: 'tools_probe', digest: 'sha256:b' }]]));
+  assert.deepEqual(lost, { sandbox: 'full-access', tools: { 'notes.read': 'sha256:a', probe: 'sha256:b' }, delegation_depth: 0 });
 });
 
 test('digests are SHA-256 over RFC 8785 JSON; opencode names MCP tools <server>_<tool> with its sanitisation', async () => {
