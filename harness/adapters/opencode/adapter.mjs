@@ -243,6 +243,7 @@ export class Adapter {
       case 'instance/cancel': return this.terminate(params, 'cancelled');
       case 'instance/fork': return this.fork(params);
       case 'approval/answer': return this.answer(params);
+      case 'instance/wait': return this.wait(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: opencode has no equivalent this adapter can drive honestly (see README.md)`);
@@ -268,8 +269,9 @@ export class Adapter {
       // nested-delegation: children call `task` too (bounded by subagent_depth);
       // restart: sessions live in opencode's SQLite database under store_dir;
       // mcp: the harness's servers are opencode remote MCP servers;
-      // fork: opencode's own POST /session/{id}/fork.
-      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork'],
+      // fork: opencode's own POST /session/{id}/fork;
+      // wait: opencode's POST /api/session/{id}/wait (blocks until the session is idle).
+      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'wait'],
     };
   }
 
@@ -513,6 +515,24 @@ export class Adapter {
       }
     }
     return null;
+  }
+
+  /**
+   * Blocks until the instance is idle (completed) or terminal. opencode's own
+   * wait endpoint blocks on its session loop, so nothing is polled and no
+   * model request is made while nothing happens. A deadline on the harness's
+   * clock cannot pass here: without `clock` the harness never moves it.
+   */
+  async wait(params) {
+    const id = needString(params, 'instance');
+    if (this.state.tombstones[id]) {
+      return { outcome: 'ok', instance: id, woke: 'event', detail: `instance ${id} is ${this.state.tombstones[id]} (opencode session deleted)`, inferred: ['instance'] };
+    }
+    if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
+    const res = await this.api('POST', `/api/session/${encodeURIComponent(id)}/wait`, undefined, { timeoutMs: this.turnTimeoutMs });
+    if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
+    if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `session wait answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
+    return { outcome: 'ok', instance: id, woke: 'event', detail: 'opencode reports the session idle' };
   }
 
   /** opencode's fork: a new session with the messages so far. Its ceiling is the origin's, narrowed by its own rules. */

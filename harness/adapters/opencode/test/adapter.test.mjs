@@ -11,9 +11,9 @@ test('initialize declares only what opencode has; unknown methods are -32601; no
   const early = await a.request('state/observe');
   assert.equal(early.error.code, -32003);
   const init = await a.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'wait']);
   assert.equal(init.result.protocol_version, '1.0');
-  for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/auto', 'instance/wait', 'grant/revoke', 'instance/tool_call']) {
+  for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/auto', 'event/deliver', 'grant/revoke', 'instance/tool_call']) {
     const r = await a.request(method, {});
     assert.equal(r.error.code, -32601, method);
   }

@@ -142,6 +142,13 @@ const server = createServer((req, res) => {
     if (req.method === 'GET' && path === '/session/status') return send(200, status);
     if (req.method === 'GET' && path === '/permission') return send(200, Object.values(permissions).map((p) => p.request));
     if (req.method === 'POST' && path === '/instance/dispose') { appendFileSync('fake-disposals.txt', 'dispose\n'); return send(200, true); }
+    const waitFor = path.match(/^\/api\/session\/([^/]+)\/wait$/);
+    if (req.method === 'POST' && waitFor) {
+      const sid = decodeURIComponent(waitFor[1]);
+      if (!db.sessions[sid]) return send(404, { name: 'SessionNotFoundError' });
+      const poll = () => (status[sid] ? setTimeout(poll, 20) : send(204));
+      return poll();
+    }
     const reply = path.match(/^\/permission\/([^/]+)\/reply$/);
     if (req.method === 'POST' && reply) {
       const p = permissions[reply[1]];

@@ -132,3 +132,18 @@ test('opencode runs with HOME, every XDG_*_HOME and TMPDIR inside the store', as
   assert.equal(env.OPENCODE_SOMETHING, undefined);
   await a.close();
 });
+
+test('wait wakes on opencode\'s own idle signal; a deleted instance wakes at once (marked inferred); an unknown one is refused', async () => {
+  const store = tempDir('wait');
+  const a = startAdapter({ store });
+  await a.initialize();
+  const root = (await a.request('instance/start', ROOT(1))).result.instance;
+  await a.request('instance/turn', { instance: root, input: 'hello' });
+  const woke = await a.request('instance/wait', { instance: root, deadline: 60000 });
+  assert.deepEqual([woke.result.outcome, woke.result.woke, woke.result.inferred], ['ok', 'event', undefined]);
+  await a.request('instance/cancel', { instance: root });
+  const late = await a.request('instance/wait', { instance: root, deadline: 60000 });
+  assert.deepEqual([late.result.woke, late.result.inferred], ['event', ['instance']]);
+  assert.equal((await a.request('instance/wait', { instance: 'ses_nope', deadline: 1 })).result.reason, 'instance_unknown');
+  await a.close();
+});
