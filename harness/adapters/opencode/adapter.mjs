@@ -317,7 +317,7 @@ export class Adapter {
       provider: 'harness',
       delegation_depth: depth,
     };
-    const permission = sessionPermission(params, { tools: sealed, servers: this.mcpServers.map((s) => s.name) });
+    const permission = sessionPermission(params, { tools: sealed, served: [...catalogue.values()] });
     // Record the root first so subagent_depth covers it.
     const pending = { role, model: MODEL_ID, ceiling, requested_depth: depth };
     this.state.instances.__pending__ = pending;
@@ -391,8 +391,10 @@ export class Adapter {
     const newChildren = all.filter((c) => !knownChildren.has(c.id));
     const sessions = await this.allSessions();
     this.registerNew(sessions);
+    const childMessages = [];
+    if (this.catalogue.size) for (const c of newChildren) childMessages.push(...(await this.messages(c.id)));
     try {
-      return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue });
+      return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue, childMessages });
     } catch (e) {
       if (e instanceof ToolNameMismatch) throw unsupported(e.message);
       throw e;

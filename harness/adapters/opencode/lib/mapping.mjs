@@ -1,6 +1,5 @@
 // Pure mappings between host protocol v1 and opencode: permissions from an authority, turn reports from messages, observations from sessions.
 
-import { sanitize } from './mcp.mjs';
 
 /** What an approval policy says of one action class: the model's verdicts, as opencode permission actions. */
 export function policyAction(policy, cls) {
@@ -20,12 +19,15 @@ const READ_ONLY_REFUSES = new Set(['shell', 'file-write', 'generic']);
 /**
  * opencode permission rules for a root session, from the authority the
  * harness starts it with. `tools` are the sealed tools' catalogue entries
- * (`{server, opencode, class}`), `servers` every MCP server opencode is
- * connected to: a session sees only its sealed tools (every other tool of
- * those servers is denied, which hides it from the model), each with the
- * action its approval policy gives its class.
+ * (`{opencode, class}`), `served` every tool the MCP servers serve now: a
+ * session sees only its sealed tools (every other served tool is denied,
+ * which hides it from the model), each with the action its approval policy
+ * gives its class. The unsealed ones are denied one by one rather than with
+ * a `<server>_*` rule because opencode copies only a parent session's deny
+ * rules into a child: a blanket deny would hide the sealed tools from every
+ * child too.
  */
-export function sessionPermission(start, { tools = [], servers = [] } = {}) {
+export function sessionPermission(start, { tools = [], served = [] } = {}) {
   const rules = [];
   const rule = (permission, action) => rules.push({ permission, pattern: '*', action });
   if ((start.delegation_depth ?? 2) === 0) rule('task', 'deny');
@@ -39,7 +41,8 @@ export function sessionPermission(start, { tools = [], servers = [] } = {}) {
     rule('webfetch', 'deny');
     rule('websearch', 'deny');
   }
-  for (const server of servers) rule(`${sanitize(server)}_*`, 'deny');
+  const sealed = new Set(tools.map((t) => t.opencode));
+  for (const tool of served) if (!sealed.has(tool.opencode)) rule(tool.opencode, 'deny');
   for (const tool of tools) {
     const cls = tool.class || 'mcp';
     let action = policyAction(start.approval_policy, cls);
@@ -116,6 +119,14 @@ export class ToolNameMismatch extends Error {
   }
 }
 
+/** Throws ToolNameMismatch for a call opencode routed to `invalid` because it named an MCP tool by its MCP name. */
+export function checkToolName(part, catalogue) {
+  if (part.type !== 'tool' || part.tool !== 'invalid') return;
+  const asked = part.state && part.state.input && part.state.input.tool;
+  const entry = asked && catalogue && catalogue.get(asked);
+  if (entry && entry.opencode !== asked) throw new ToolNameMismatch(asked, entry.opencode);
+}
+
 /** A pending opencode permission request as the protocol's tool call report. */
 export function pendingToolCall(permission, catalogue) {
   const tool = harnessToolName(permission.permission, catalogue);
@@ -125,6 +136,11 @@ export function pendingToolCall(permission, catalogue) {
 /** A finished (or failed) opencode tool part as the protocol's tool call report. */
 export function toolCallReport(part, catalogue) {
   const state = part.state || {};
+  // opencode routes a call to a tool the session may not see to `invalid`: refused, whatever that tool's own status.
+  if (part.tool === 'invalid') {
+    const asked = (state.input && state.input.tool) || 'invalid';
+    return { tool: harnessToolName(asked, catalogue), outcome: 'denied', reason: 'policy_denied' };
+  }
   const report = { tool: harnessToolName(part.tool, catalogue), outcome: state.status === 'completed' ? 'executed' : 'denied' };
   if (report.outcome === 'executed' && typeof state.output === 'string') report.result = state.output;
   if (report.outcome === 'denied') report.reason = 'policy_denied';
@@ -141,7 +157,9 @@ export function toolCallReport(part, catalogue) {
  * (a follow-up model request with the tool's result); the report says so in
  * `detail`. `pending` is an opencode permission request the turn stopped at.
  */
-export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue }) {
+export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue, childMessages = [] }) {
+  // A child's call by the MCP name is the same harness limit as the instance's own (see ToolNameMismatch).
+  for (const message of childMessages) for (const part of message.parts || []) checkToolName(part, catalogue);
   const assistants = newMessages.filter((m) => m.info && m.info.role === 'assistant');
   const base = { outcome: 'ok', instance };
   if (failure) return { ...base, turn: { reply: 'model_failed', detail: failure } };
@@ -177,11 +195,7 @@ export function turnResult({ instance, newMessages, newChildren, failure, pendin
   }
   if (tools.length > 0) {
     const call = tools[0];
-    if (call.tool === 'invalid') {
-      const asked = call.state && call.state.input && call.state.input.tool;
-      const entry = asked && catalogue && catalogue.get(asked);
-      if (entry && entry.opencode !== asked) throw new ToolNameMismatch(asked, entry.opencode);
-    }
+    checkToolName(call, catalogue);
     const report = toolCallReport(call, catalogue);
     return { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
   }
