@@ -244,6 +244,7 @@ export class Adapter {
       case 'instance/fork': return this.fork(params);
       case 'approval/answer': return this.answer(params);
       case 'instance/wait': return this.wait(params);
+      case 'instance/resume': return this.resume(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: opencode has no equivalent this adapter can drive honestly (see README.md)`);
@@ -551,6 +552,21 @@ export class Adapter {
     if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
     if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `session wait answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
     return { outcome: 'ok', instance: id, woke: 'event', detail: 'opencode reports the session idle' };
+  }
+
+  /**
+   * opencode has no resume call: an idle session takes the next prompt as it
+   * is, under the rules it holds. So resume checks that opencode still has
+   * the session and answers the ceiling those rules give (inferred, as in
+   * `state/observe`), without touching it.
+   */
+  async resume(params) {
+    const id = needString(params, 'instance');
+    const refused = await this.refusal(id);
+    if (refused) return refused;
+    const sessions = await this.allSessions();
+    this.registerNew(sessions);
+    return { outcome: 'ok', instance: id, effective: this.ceilingOf(id, sessions), inferred: ['effective'], detail: 'opencode sessions take a follow-up prompt as they are; nothing to restore' };
   }
 
   /** opencode's fork: a new session with the messages so far. Its ceiling is the origin's, narrowed by its own rules. */

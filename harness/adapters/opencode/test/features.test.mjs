@@ -147,3 +147,18 @@ test('wait wakes on opencode\'s own idle signal; a deleted instance wakes at onc
   assert.equal((await a.request('instance/wait', { instance: 'ses_nope', deadline: 1 })).result.reason, 'instance_unknown');
   await a.close();
 });
+
+test('resume answers the ceiling opencode\'s rules give the session and leaves it as it is; a deleted one is terminal', async () => {
+  const store = tempDir('resume');
+  const a = startAdapter({ store });
+  await a.initialize();
+  const root = (await a.request('instance/start', { ...ROOT(1), sandbox: 'read-only' })).result.instance;
+  const turn = await a.request('instance/turn', { instance: root, input: 'SPAWN' });
+  const child = turn.result.turn.spawn.instance;
+  const resumed = await a.request('instance/resume', { instance: child });
+  assert.deepEqual([resumed.result.outcome, resumed.result.effective.sandbox, resumed.result.effective.delegation_depth, resumed.result.inferred], ['ok', 'read-only', 0, ['effective']]);
+  await a.request('instance/close', { instance: child });
+  assert.equal((await a.request('instance/resume', { instance: child })).result.reason, 'instance_terminal');
+  assert.equal((await a.request('instance/resume', { instance: 'ses_nope' })).result.reason, 'instance_unknown');
+  await a.close();
+});
