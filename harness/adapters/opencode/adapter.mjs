@@ -36,7 +36,7 @@ export class Adapter {
   constructor({ env = process.env, notify = () => {}, turnTimeoutMs, serverGraceMs } = {}) {
     this.env = env;
     this.notify = notify;
-    this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 50000);
+    this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 120000);
     this.serverGraceMs = serverGraceMs ?? 1000;
     // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
     // 25-30 s at load 11-14; the harness's own step deadline
