@@ -545,7 +545,7 @@ export class Adapter {
   async wait(params) {
     const id = needString(params, 'instance');
     if (this.state.tombstones[id]) {
-      return { outcome: 'ok', instance: id, woke: 'event', detail: `instance ${id} is ${this.state.tombstones[id]} (opencode session deleted)`, inferred: ['instance'] };
+      return { outcome: 'ok', instance: id, woke: 'event', detail: `instance ${id} is ${this.state.tombstones[id]} (opencode session deleted)`, inferred: ['woke'] };
     }
     if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
     const res = await this.api('POST', `/api/session/${encodeURIComponent(id)}/wait`, undefined, { timeoutMs: this.turnTimeoutMs });

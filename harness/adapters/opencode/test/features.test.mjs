@@ -143,7 +143,7 @@ test('wait wakes on opencode\'s own idle signal; a deleted instance wakes at onc
   assert.deepEqual([woke.result.outcome, woke.result.woke, woke.result.inferred], ['ok', 'event', undefined]);
   await a.request('instance/cancel', { instance: root });
   const late = await a.request('instance/wait', { instance: root, deadline: 60000 });
-  assert.deepEqual([late.result.woke, late.result.inferred], ['event', ['instance']]);
+  assert.deepEqual([late.result.woke, late.result.inferred], ['event', ['woke']]);
   assert.equal((await a.request('instance/wait', { instance: 'ses_nope', deadline: 1 })).result.reason, 'instance_unknown');
   await a.close();
 });
