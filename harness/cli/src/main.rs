@@ -275,7 +275,8 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(if report.interrupted && violations == 0 {
         exit_code::HARNESS_ERROR
     } else {
-        exit_code::for_run(false, violations, s.inconclusive)
+        // An unverified check could not tell, like an inconclusive negative.
+        exit_code::for_run(false, violations, s.inconclusive + s.unverified)
     })
 }
 

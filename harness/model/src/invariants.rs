@@ -113,6 +113,67 @@ fn checker(id: InvariantId) -> Checker {
     }
 }
 
+/// What a checker's verdict rests on: the values it reads from the host's
+/// answers and observations, and whether the harness's own observers (model
+/// endpoint, tool server, authorizer, the restart itself) take part. Every
+/// checker also reads the `outcome` of actions, so it is not listed.
+///
+/// The runner's provenance rule reads this: a check whose verdict could rest
+/// on nothing but values an adapter declared inferred decides nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValuesRead {
+    pub host: &'static [ReportedValue],
+    pub observers: bool,
+}
+
+/// The table from id to what its checker reads; exhaustive like [`checker`],
+/// and kept beside it so the two change together.
+pub fn values_read(id: InvariantId) -> ValuesRead {
+    use InvariantId::*;
+    use ReportedValue::*;
+    let (host, observers): (&'static [ReportedValue], bool) = match id {
+        ZC1 => (&[Instances, Parent, Spawn], false),
+        ZC2 => (&[Spawn], true),
+        ZC3 => (&[Reason, Spawn, ToolCall], false),
+        TR1 => (&[State, Turn], true),
+        TR2 => (&[Effective, Ceiling], false),
+        TR3 => (&[State, Instances], false),
+        TR4 => (&[State], true),
+        SD1 => (&[Ceiling, Effective, Receipts, Records], false),
+        SD2 | SD3 | SD4 => (&[ToolCall, Ceiling], true),
+        SD5 => (&[Ceiling, Instances], false),
+        PG1 => (&[Approvals], true),
+        PG2 => (&[Approvals, ToolCall], false),
+        PG3 => (&[Approvals, Ceiling], false),
+        PG4 => (&[Approvals, ToolCall, Ceiling], false),
+        PG5 => (&[Approvals], false),
+        PG6 => (&[Grants, State, Ceiling, ToolCall], false),
+        CE1 | CE2 => (&[Ceiling, Parent, Effective], false),
+        CE3 => (&[Ceiling, Requested, Records, Effective], false),
+        CE4 => (&[Ceiling, Instances], false),
+        CE5 => (&[ToolCall, Reason], true),
+        CE6 => (&[Records], false),
+        RC1 | RC4 => (&[Receipts], false),
+        RC2 | RC3 => (&[], false),
+        EA1 | EA2 | EA4 => (&[], true),
+        EA3 => (&[Ceiling], true),
+        EA5 => (&[Approvals, Records], false),
+        LW1 => (&[State, Woke], true),
+        LW2 => (&[State, Reason], false),
+        TC1 | TC2 | TC4 | TC5 => (&[], true),
+        TC3 => (&[Capabilities], true),
+        RS1 => (
+            &[Instances, Ceiling, State, Receipts, Approvals, Grants],
+            true,
+        ),
+        RS2 => (&[Approvals, State, Effective, Ceiling], false),
+        RS3 => (&[Approvals], false),
+        AR1 => (&[Approvals, Risk, Records], false),
+        AR2 => (&[Risk], false),
+    };
+    ValuesRead { host, observers }
+}
+
 // ---------------------------------------------------------------------------
 // Reading a history
 // ---------------------------------------------------------------------------

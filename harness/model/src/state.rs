@@ -2095,6 +2095,7 @@ impl HostState {
                     requested: i.requested.clone(),
                     ceiling: i.ceiling.clone(),
                     risk: i.risk.clone(),
+                    inferred: Vec::new(),
                 })
                 .collect(),
             approvals: self
@@ -2118,6 +2119,7 @@ impl HostState {
                 .map(|c| c.capability.clone())
                 .collect(),
             records: self.records.clone(),
+            inferred: Vec::new(),
         }
     }
 }

@@ -385,6 +385,10 @@ pub struct ActionResult {
     /// The host's full state, for `state/observe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<Observed>,
+    /// The values of this answer that an adapter inferred instead of reading
+    /// them from the host's API, output or store (absent: all from the host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inferred: Vec<ReportedValue>,
 }
 
 impl ActionResult {
@@ -401,6 +405,7 @@ impl ActionResult {
             capability: None,
             woke: None,
             observed: None,
+            inferred: Vec::new(),
         }
     }
 
@@ -512,6 +517,82 @@ impl LifecycleState {
     }
 }
 
+/// A value a host reports through its adapter, as named in an `inferred`
+/// list: the adapter's declaration that it did not read this value from the
+/// host's own API, output or store but worked it out itself. A verdict never
+/// rests on such a value alone (the runner's provenance rule).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportedValue {
+    /// A result's `outcome`.
+    Outcome,
+    /// A result's deny `reason`.
+    Reason,
+    /// A result's `effective` authority.
+    Effective,
+    /// The result of a spawn inside a turn (`turn.spawn`).
+    Spawn,
+    /// A tool call's report (`tool_call`).
+    ToolCall,
+    /// What a turn reports (`turn`), apart from its spawn and tool call.
+    Turn,
+    /// The instance a result names (`instance`).
+    Instance,
+    /// Why a wait returned (`woke`).
+    Woke,
+    /// The set of instances an observation lists.
+    Instances,
+    /// An instance's lifecycle state.
+    State,
+    /// An instance's sealed ceiling.
+    Ceiling,
+    /// What an instance's delegation asked for.
+    Requested,
+    /// An instance's parent.
+    Parent,
+    /// An instance's reviewer risk score.
+    Risk,
+    /// Decision records.
+    Records,
+    /// Approval requests and their decisions.
+    Approvals,
+    /// Receipts and tombstones.
+    Receipts,
+    /// Exact-call grants.
+    Grants,
+    /// Task capabilities.
+    Capabilities,
+}
+
+impl ReportedValue {
+    /// The name used in `inferred` lists and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportedValue::Outcome => "outcome",
+            ReportedValue::Reason => "reason",
+            ReportedValue::Effective => "effective",
+            ReportedValue::Spawn => "spawn",
+            ReportedValue::ToolCall => "tool_call",
+            ReportedValue::Turn => "turn",
+            ReportedValue::Instance => "instance",
+            ReportedValue::Woke => "woke",
+            ReportedValue::Instances => "instances",
+            ReportedValue::State => "state",
+            ReportedValue::Ceiling => "ceiling",
+            ReportedValue::Requested => "requested",
+            ReportedValue::Parent => "parent",
+            ReportedValue::Risk => "risk",
+            ReportedValue::Records => "records",
+            ReportedValue::Approvals => "approvals",
+            ReportedValue::Receipts => "receipts",
+            ReportedValue::Grants => "grants",
+            ReportedValue::Capabilities => "capabilities",
+        }
+    }
+}
+
 /// The host's view of its whole state, as `state/observe` returns it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Observed {
@@ -531,6 +612,10 @@ pub struct Observed {
     // step, and copying every record into each made it quadratic.
     #[serde(default)]
     pub records: Vec<Arc<DecisionRecord>>,
+    /// The parts of this observation an adapter inferred rather than read
+    /// from the host (absent: all from the host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inferred: Vec<ReportedValue>,
 }
 
 impl Observed {
@@ -555,6 +640,10 @@ pub struct ObservedInstance {
     /// Latest reviewer risk score, where the host has a reviewer (AR).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub risk: Option<String>,
+    /// This instance's values an adapter inferred rather than read from the
+    /// host (absent: all from the host).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inferred: Vec<ReportedValue>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

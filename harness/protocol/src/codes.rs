@@ -76,7 +76,8 @@ pub mod exit_code {
     pub const HARNESS_ERROR: i32 = 2;
     /// No violation, but at least one result is `inconclusive`: a negative
     /// check's positive control failed (MODEL.md section 5), so "nothing bad
-    /// happened" proves nothing. Kept apart from success so that CI does not
+    /// happened" proves nothing; or `unverified`: a check rests only on values
+    /// the adapter declared it inferred. Kept apart from success so that CI does not
     /// count "could not tell" as a pass, and apart from violations so that a
     /// host is not blamed for a rule it was never shown to break.
     pub const INCONCLUSIVE: i32 = 3;

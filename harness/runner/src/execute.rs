@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use delegation_host::{Host, HostError, HostLauncher};
 use delegation_model::{
     Action, ActionResult, ApprovalState, DecidedBy, Decision, Evidence, HistoryEntry, InvariantId,
-    Millis, Observed, Receipt, StepKind, TurnReport, WorldChange,
+    Millis, Observed, Receipt, ReportedValue, StepKind, TurnReport, WorldChange,
 };
 use delegation_protocol::{Environment, InitializeParams, InitializeResult, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
 use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
+use crate::provenance::{self, Basis, InferredCheck};
 use crate::scenario::{
     AliasKind, DELEGATION_TRANSITIONS, Expect, LATEST_PENDING, ModelEndpointStep, RequestCount,
     Scenario, StepAction, Tamper, TamperOp, UNKNOWN_ALIAS,
@@ -64,6 +65,9 @@ pub struct Execution {
     /// One entry per step: action, reply, evidence counts and observed state,
     /// with the alias table needed to normalise it.
     pub transcript: Transcript,
+    /// Checks that held only on values the adapter declared inferred
+    /// (expectations and invariants); failures carry their own.
+    pub held_on_inference: Vec<InferredCheck>,
 }
 
 /// The raw transcript; [`crate::snapshot::normalise`] turns it into the snapshot form.
@@ -113,6 +117,8 @@ struct Run<'a> {
     /// authorizer's initial mode), not for a step of the scenario.
     setup_entries: usize,
     failures: Vec<Failure>,
+    /// Expectations that held only on values the adapter declared inferred.
+    held_on_inference: Vec<InferredCheck>,
     seen_violations: BTreeSet<(InvariantId, usize, String)>,
     transcript: Transcript,
     canaries: Vec<String>,
@@ -138,6 +144,7 @@ pub async fn execute(
         steps_run,
         duration: started.elapsed(),
         transcript,
+        held_on_inference: Vec::new(),
     };
     let error = |message: String, stderr_tail: String| RawOutcome::Error {
         message,
@@ -203,6 +210,7 @@ pub async fn execute(
         history: Vec::new(),
         setup_entries: 0,
         failures: Vec::new(),
+        held_on_inference: Vec::new(),
         seen_violations: BTreeSet::new(),
         transcript: Transcript::default(),
         canaries: Vec::new(),
@@ -246,12 +254,16 @@ pub async fn execute(
     };
     let steps_run = run.history.len() - run.setup_entries;
     run.close().await;
+    let held_on_inference = run.invariants_held_on_inference();
     let Run {
         failures,
         transcript,
         ..
     } = run;
-    finish(outcome, failures, steps_run, transcript)
+    Execution {
+        held_on_inference,
+        ..finish(outcome, failures, steps_run, transcript)
+    }
 }
 
 /// Launches a host on `store`, completes the handshake and refuses another major protocol version.
@@ -482,6 +494,7 @@ impl Run<'_> {
                             observed: json!(message),
                             message: format!("cannot run this step: {message}"),
                             evidence: json!({}),
+                            inferred: Vec::new(),
                         });
                         return Ok(false);
                     }
@@ -508,6 +521,7 @@ impl Run<'_> {
                             action.method()
                         ),
                         evidence: json!({ "host_reply": result, "stderr_tail": self.host.stderr_tail() }),
+                        inferred: Vec::new(),
                     });
                 }
                 let bound_before = self.aliases.len();
@@ -965,6 +979,7 @@ impl Run<'_> {
             expected,
             observed,
             evidence: self.evidence_value(&evidence, result, mark),
+            inferred: Vec::new(),
         }
     }
 
@@ -996,19 +1011,38 @@ impl Run<'_> {
             .last()
             .map(|e| e.evidence.clone())
             .unwrap_or_default();
-        let mut found: Vec<(String, Value, Value)> = Vec::new();
-        let mut cmp = |field: &str, expected: Value, observed: Value| {
-            if expected != observed {
-                found.push((field.to_string(), expected, observed));
-            }
-        };
+        // Each compared field with the inferred values behind it (provenance).
+        let mut found: Vec<(String, Value, Value, Vec<ReportedValue>)> = Vec::new();
+        let mut held_on_inference: Vec<InferredCheck> = Vec::new();
+        let both: [&Observed; 2] = [before, after];
+        let aliases = &self.aliases;
+        let id_of = |alias: &str| aliases.get(alias).map(|b| b.id.as_str());
+        let behind = |basis: Basis<'_>| provenance::inferred_behind(basis, result, &both);
+        let mut cmp =
+            |field: &str, inferred: Vec<ReportedValue>, expected: Value, observed: Value| {
+                if expected != observed {
+                    found.push((field.to_string(), expected, observed, inferred));
+                } else if !inferred.is_empty() {
+                    held_on_inference.push(InferredCheck {
+                        at: format!("steps[{index}].expect.{field}"),
+                        values: inferred,
+                    });
+                }
+            };
+        let res = |v| behind(Basis::Result(v));
 
         if let Some(outcome) = expect.outcome {
-            cmp("outcome", json!(outcome), json!(result.map(|r| r.outcome)));
+            cmp(
+                "outcome",
+                res(ReportedValue::Outcome),
+                json!(outcome),
+                json!(result.map(|r| r.outcome)),
+            );
         }
         if let Some(reason) = expect.reason {
             cmp(
                 "reason",
+                res(ReportedValue::Reason),
                 json!(reason),
                 json!(result.and_then(|r| r.reason)),
             );
@@ -1020,12 +1054,14 @@ impl Run<'_> {
             });
             cmp(
                 "spawn.outcome",
+                res(ReportedValue::Spawn),
                 json!(spawn.outcome),
                 json!(nested.map(|s| s.outcome)),
             );
             if let Some(reason) = spawn.reason {
                 cmp(
                     "spawn.reason",
+                    res(ReportedValue::Spawn),
                     json!(reason),
                     json!(nested.and_then(|s| s.reason)),
                 );
@@ -1048,6 +1084,7 @@ impl Run<'_> {
             if let Some(n) = delta.instances {
                 cmp(
                     "delta.instances",
+                    behind(Basis::Observed(ReportedValue::Instances)),
                     json!(n),
                     json!(after.instances.len() as i64 - before.instances.len() as i64),
                 );
@@ -1056,7 +1093,7 @@ impl Run<'_> {
             // expectation is shown as written (a number or a range).
             let mut within = |field: &str, expected: &RequestCount, seen: u64| {
                 if !expected.admits(seen) {
-                    cmp(field, json!(expected), json!(seen));
+                    cmp(field, Vec::new(), json!(expected), json!(seen));
                 }
             };
             if let Some(n) = &delta.model_requests {
@@ -1079,6 +1116,7 @@ impl Run<'_> {
             if let Some(n) = delta.handler_calls {
                 cmp(
                     "delta.handler_calls",
+                    Vec::new(),
                     json!(n),
                     json!(evidence.handler_calls.len()),
                 );
@@ -1086,6 +1124,7 @@ impl Run<'_> {
             if let Some(n) = delta.authorizer_calls {
                 cmp(
                     "delta.authorizer_calls",
+                    Vec::new(),
                     json!(n),
                     json!(evidence.authorizer_calls),
                 );
@@ -1093,6 +1132,7 @@ impl Run<'_> {
             if let Some(n) = delta.approvals_dispatched {
                 cmp(
                     "delta.approvals_dispatched",
+                    behind(Basis::Observed(ReportedValue::Approvals)),
                     json!(n),
                     json!(dispatched(after) - dispatched(before)),
                 );
@@ -1100,30 +1140,39 @@ impl Run<'_> {
             if let Some(n) = delta.approvals_pending {
                 cmp(
                     "delta.approvals_pending",
+                    behind(Basis::Observed(ReportedValue::Approvals)),
                     json!(n),
                     json!(pending(after) - pending(before)),
                 );
             }
         }
         for (alias, state) in &expect.state {
-            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let id = id_of(alias);
             let seen = id.and_then(|id| after.instance(id)).map(|i| i.state);
-            cmp(&format!("state.{alias}"), json!(state), json!(seen));
+            cmp(
+                &format!("state.{alias}"),
+                behind(Basis::Instance(ReportedValue::State, id)),
+                json!(state),
+                json!(seen),
+            );
         }
         if let Some(count) = &expect.instances {
             cmp(
                 "instances.count",
+                behind(Basis::Observed(ReportedValue::Instances)),
                 json!(count.count),
                 json!(after.instances.len()),
             );
         }
         if let Some(approvals) = &expect.approvals {
+            let approvals_inferred = behind(Basis::Observed(ReportedValue::Approvals));
             let count = |f: &dyn Fn(&delegation_model::ObservedApproval) -> bool| {
                 after.approvals.iter().filter(|a| f(a)).count() as u64
             };
             if let Some(n) = approvals.pending {
                 cmp(
                     "approvals.pending",
+                    approvals_inferred.clone(),
                     json!(n),
                     json!(count(&|a| a.state == ApprovalState::Pending)),
                 );
@@ -1131,6 +1180,7 @@ impl Run<'_> {
             if let Some(n) = approvals.allowed {
                 cmp(
                     "approvals.allowed",
+                    approvals_inferred.clone(),
                     json!(n),
                     json!(count(&|a| matches!(
                         a.decision,
@@ -1141,6 +1191,7 @@ impl Run<'_> {
             if let Some(n) = approvals.denied {
                 cmp(
                     "approvals.denied",
+                    approvals_inferred.clone(),
                     json!(n),
                     json!(count(&|a| a.decision == Some(Decision::Deny))),
                 );
@@ -1148,6 +1199,7 @@ impl Run<'_> {
             if let Some(n) = approvals.dispatched {
                 cmp(
                     "approvals.dispatched",
+                    approvals_inferred.clone(),
                     json!(n),
                     json!(count(&|a| a.state == ApprovalState::Dispatched)),
                 );
@@ -1164,6 +1216,7 @@ impl Run<'_> {
                 if let Some(n) = expected {
                     cmp(
                         &format!("approvals.decided_by_{field}"),
+                        approvals_inferred.clone(),
                         json!(n),
                         json!(count(&|a| a.decided_by == Some(by))),
                     );
@@ -1173,11 +1226,13 @@ impl Run<'_> {
         if let Some(grants) = &expect.grants {
             cmp(
                 "grants.count",
+                behind(Basis::Observed(ReportedValue::Grants)),
                 json!(grants.count),
                 json!(after.grants.len()),
             );
         }
         if let Some(records) = &expect.records {
+            let records_inferred = behind(Basis::Observed(ReportedValue::Records));
             let delegations = || {
                 after
                     .records
@@ -1186,11 +1241,21 @@ impl Run<'_> {
             };
             let allowed = delegations().filter(|r| r.allowed).count() as u64;
             if let Some(n) = records.allowed_delegations {
-                cmp("records.allowed_delegations", json!(n), json!(allowed));
+                cmp(
+                    "records.allowed_delegations",
+                    records_inferred.clone(),
+                    json!(n),
+                    json!(allowed),
+                );
             }
             if let Some(n) = records.denied_delegations {
                 let denied = delegations().filter(|r| !r.allowed).count() as u64;
-                cmp("records.denied_delegations", json!(n), json!(denied));
+                cmp(
+                    "records.denied_delegations",
+                    records_inferred.clone(),
+                    json!(n),
+                    json!(denied),
+                );
             }
             if let Some(n) = records.allowed_delegations_with_requested_and_effective {
                 let both = delegations()
@@ -1198,6 +1263,7 @@ impl Run<'_> {
                     .count() as u64;
                 cmp(
                     "records.allowed_delegations_with_requested_and_effective",
+                    records_inferred.clone(),
                     json!(n),
                     json!(both),
                 );
@@ -1205,39 +1271,59 @@ impl Run<'_> {
         }
         if !expect.model_saw.is_empty() {
             for (alias, expected, observed) in self.model_saw_mismatches(&expect.model_saw, mark) {
-                cmp(&format!("model_saw.{alias}"), expected, observed);
+                cmp(
+                    &format!("model_saw.{alias}"),
+                    Vec::new(),
+                    expected,
+                    observed,
+                );
             }
         }
         for (alias, state) in &expect.receipts {
-            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let id = id_of(alias);
             let seen = id
                 .and_then(|id| after.receipts.iter().find(|r| r.id == id))
                 .map(|r| r.state);
-            cmp(&format!("receipts.{alias}"), json!(state), json!(seen));
+            cmp(
+                &format!("receipts.{alias}"),
+                behind(Basis::Observed(ReportedValue::Receipts)),
+                json!(state),
+                json!(seen),
+            );
         }
         if let Some(tool_call) = &expect.tool_call {
             let report = result.and_then(|r| r.tool_call.as_ref());
             cmp(
                 "tool_call.outcome",
+                res(ReportedValue::ToolCall),
                 json!(tool_call.outcome),
                 json!(report.map(|t| t.outcome)),
             );
             if let Some(reason) = tool_call.reason {
                 cmp(
                     "tool_call.reason",
+                    res(ReportedValue::ToolCall),
                     json!(reason),
                     json!(report.and_then(|t| t.reason)),
                 );
             }
         }
         if let Some(woke) = expect.woke {
-            cmp("woke", json!(woke), json!(result.and_then(|r| r.woke)));
+            cmp(
+                "woke",
+                res(ReportedValue::Woke),
+                json!(woke),
+                json!(result.and_then(|r| r.woke)),
+            );
         }
         if let Some(alias) = &expect.effective_equals_ceiling_of {
-            let id = self.aliases.get(alias).map(|b| b.id.as_str());
+            let id = id_of(alias);
             let ceiling = id.and_then(|id| before.instance(id)).map(|i| &i.ceiling);
+            let mut inferred = res(ReportedValue::Effective);
+            inferred.extend(behind(Basis::Instance(ReportedValue::Ceiling, id)));
             cmp(
                 "effective_equals_ceiling_of",
+                inferred,
                 json!(ceiling),
                 json!(result.and_then(|r| r.effective.as_ref())),
             );
@@ -1247,13 +1333,18 @@ impl Run<'_> {
                 .and_then(|r| r.effective.as_ref())
                 .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
                 .unwrap_or(Value::Null);
+            let inferred = res(ReportedValue::Effective);
             if !partial_match(partial, &effective) {
-                cmp("effective", partial.clone(), effective);
+                cmp("effective", inferred, partial.clone(), effective);
+            } else if !inferred.is_empty() {
+                cmp("effective", inferred, Value::Null, Value::Null);
             }
         }
 
-        for (field, expected, observed) in found {
-            let failure = self.failure(index, &field, expected, observed, result, mark);
+        self.held_on_inference.extend(held_on_inference);
+        for (field, expected, observed, inferred) in found {
+            let mut failure = self.failure(index, &field, expected, observed, result, mark);
+            failure.inferred = inferred;
             self.failures.push(failure);
         }
     }
@@ -1322,6 +1413,36 @@ impl Run<'_> {
         out
     }
 
+    /// The expectations that held only on inferred values, and the scenario's
+    /// invariants whose checkers could have held on nothing else: those that
+    /// read no observer evidence and some value the adapter declared inferred.
+    /// A violated invariant is reported as a failure instead.
+    fn invariants_held_on_inference(&self) -> Vec<InferredCheck> {
+        let inferred = provenance::inferred_in_history(&self.history);
+        let violated: BTreeSet<InvariantId> = self
+            .failures
+            .iter()
+            .filter(|f| f.kind == FailureKind::Invariant)
+            .flat_map(|f| f.invariants.iter().copied())
+            .collect();
+        let mut out = self.held_on_inference.clone();
+        for id in self
+            .scenario
+            .checks
+            .iter()
+            .filter(|id| !violated.contains(id))
+        {
+            let values = provenance::invariant_inferred(*id, &inferred);
+            if !values.is_empty() {
+                out.push(InferredCheck {
+                    at: id.to_string(),
+                    values,
+                });
+            }
+        }
+        out
+    }
+
     /// Runs the checkers for the scenario's ids and keeps only violations not reported before.
     fn check_invariants(&mut self, index: usize, mark: &WorldMark) {
         let mut violations = checks::check_invariants(&self.scenario.checks, &self.history);
@@ -1353,6 +1474,10 @@ impl Run<'_> {
             });
             let mut evidence = self.evidence_value(&step_evidence, reply.as_ref(), mark);
             evidence["checker"] = v.evidence;
+            let inferred = provenance::invariant_inferred(
+                v.id,
+                &provenance::inferred_in_history(&self.history),
+            );
             self.failures.push(Failure {
                 kind: FailureKind::Invariant,
                 invariants: vec![v.id],
@@ -1362,6 +1487,7 @@ impl Run<'_> {
                 observed: json!(v.message),
                 message: v.message,
                 evidence,
+                inferred,
             });
         }
     }

@@ -35,6 +35,8 @@ pub enum Expected {
     Unsupported,
     /// The host crashes, times out or breaks the protocol on it.
     Error,
+    /// Its checks rest on values the adapter can only infer on this host.
+    Unverified,
 }
 
 impl Expected {
@@ -43,6 +45,7 @@ impl Expected {
             Expected::Fail => "fail",
             Expected::Unsupported => "unsupported",
             Expected::Error => "error",
+            Expected::Unverified => "unverified",
         }
     }
 }

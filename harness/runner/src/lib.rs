@@ -13,6 +13,7 @@ pub mod execute;
 pub mod expectations;
 pub mod fuzz;
 pub mod observers;
+pub mod provenance;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use crate::events::{EventSink, RunEvent};
 use crate::execute::{ExecOptions, Execution, RawOutcome, execute};
 use crate::expectations::{Expectations, Expected};
+use crate::provenance::InferredCheck;
 use crate::scenario::Scenario;
 use crate::snapshot;
 use crate::verdict::{ScenarioResult, Summary, Verdict};
@@ -185,10 +186,30 @@ pub fn judge(
             message: message.clone(),
             stderr_tail: stderr_tail.clone(),
         },
-        RawOutcome::Completed | RawOutcome::Stopped if execution.failures.is_empty() => {
+        // The provenance rule: a failure on what was observed is the host's;
+        // a check that failed or held only on the adapter's inference is neither.
+        RawOutcome::Completed | RawOutcome::Stopped
+            if execution.failures.iter().any(|f| f.inferred.is_empty()) =>
+        {
+            Verdict::Fail
+        }
+        RawOutcome::Completed | RawOutcome::Stopped
+            if execution.failures.is_empty() && execution.held_on_inference.is_empty() =>
+        {
             Verdict::Pass
         }
-        RawOutcome::Completed | RawOutcome::Stopped => Verdict::Fail,
+        RawOutcome::Completed | RawOutcome::Stopped => Verdict::Unverified {
+            rests_on: execution
+                .failures
+                .iter()
+                .map(|f| InferredCheck {
+                    at: format!("{} (failed)", f.at),
+                    values: f.inferred.clone(),
+                })
+                .chain(execution.held_on_inference.iter().cloned())
+                .map(|c| c.text())
+                .collect(),
+        },
     };
     let raw_name = raw.name().to_string();
 
@@ -232,6 +253,7 @@ pub fn judge(
         let listed_failure = match (entry.expect, &verdict) {
             (Expected::Fail, Verdict::Fail)
             | (Expected::Unsupported, Verdict::Unsupported { .. })
+            | (Expected::Unverified, Verdict::Unverified { .. })
             | (Expected::Error, Verdict::Error { .. }) => true,
             (_, Verdict::Pass) => {
                 verdict = Verdict::Stale {
@@ -254,7 +276,9 @@ pub fn judge(
                 // A MUST property the host is known to break, or cannot be
                 // checked on because it errors, is a known security hole;
                 // a missing capability is not (MODEL.md section 6).
-                security: scenario.tier == Tier::Must && entry.expect != Expected::Unsupported,
+                // Nor is a check that cannot be verified on this host.
+                security: scenario.tier == Tier::Must
+                    && !matches!(entry.expect, Expected::Unsupported | Expected::Unverified),
             };
         }
     }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use delegation_model::{InvariantId, Tier};
+use delegation_model::{InvariantId, ReportedValue, Tier};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -21,6 +21,13 @@ pub enum Verdict {
     /// The host lacks a capability the scenario needs.
     Unsupported {
         missing: Vec<String>,
+    },
+    /// Nothing failed on what was observed, but some check held (or failed)
+    /// only on values the adapter declared it inferred: not a pass, and not
+    /// the host's failure either (the provenance rule).
+    Unverified {
+        /// Each such check, as `at (values inferred by the adapter)`.
+        rests_on: Vec<String>,
     },
     /// Listed in the expectations file and it ended as listed (fail, unsupported or error).
     KnownFailure {
@@ -51,9 +58,13 @@ impl Verdict {
             Verdict::Fail => "fail",
             Verdict::Inconclusive { .. } => "inconclusive",
             Verdict::Unsupported { .. } => "unsupported",
+            Verdict::Unverified { .. } => "unverified",
             // A capability the host says it lacks is not a failure, even a listed one.
             Verdict::KnownFailure { expected, .. } if expected == "unsupported" => {
                 "known-unsupported"
+            }
+            Verdict::KnownFailure { expected, .. } if expected == "unverified" => {
+                "known-unverified"
             }
             Verdict::KnownFailure { .. } => "known-failure",
             Verdict::Stale { .. } => "stale",
@@ -122,6 +133,10 @@ pub struct Failure {
     pub message: String,
     /// What the harness's observers saw during the step, the host's reply and its stderr tail.
     pub evidence: Value,
+    /// The values behind this failure that the adapter declared inferred; a
+    /// failure with any rests on the adapter's word, not on an observation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inferred: Vec<ReportedValue>,
 }
 
 /// The result of one scenario, as reporters receive it.
@@ -163,6 +178,10 @@ pub struct Summary {
     pub fail: usize,
     pub inconclusive: usize,
     pub unsupported: usize,
+    /// Checks that rest on the adapter's inference alone (neither pass nor fail).
+    pub unverified: usize,
+    /// Listed `unverified` entries that ended as listed.
+    pub known_unverified: usize,
     /// Listed `fail` or `error` entries that ended as listed.
     pub known_failure: usize,
     /// Listed `unsupported` entries that ended as listed: capabilities the
@@ -174,6 +193,9 @@ pub struct Summary {
     pub error: usize,
     /// Scenarios selected but not run because the run was interrupted.
     pub not_run: usize,
+    /// Scenarios that really ran against the host: every result but
+    /// `unsupported` and known-unsupported ones.
+    pub ran: usize,
 }
 
 impl Summary {
@@ -186,11 +208,14 @@ impl Summary {
                 Verdict::Fail => s.fail += 1,
                 Verdict::Inconclusive { .. } => s.inconclusive += 1,
                 Verdict::Unsupported { .. } => s.unsupported += 1,
+                Verdict::Unverified { .. } => s.unverified += 1,
                 Verdict::KnownFailure {
                     security, expected, ..
                 } => {
                     if expected == "unsupported" {
                         s.known_unsupported += 1;
+                    } else if expected == "unverified" {
+                        s.known_unverified += 1;
                     } else {
                         s.known_failure += 1;
                     }
@@ -200,6 +225,7 @@ impl Summary {
                 Verdict::Error { .. } => s.error += 1,
             }
         }
+        s.ran = s.total - s.unsupported - s.known_unsupported;
         s
     }
 

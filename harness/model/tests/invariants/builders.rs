@@ -264,6 +264,7 @@ pub fn inst(
         requested: None,
         ceiling,
         risk: None,
+        inferred: Vec::new(),
     }
 }
 

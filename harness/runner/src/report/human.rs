@@ -109,6 +109,15 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
         Verdict::Unsupported { missing } => {
             lines.push(format!("              host lacks: {}", missing.join(", ")))
         }
+        Verdict::Unverified { rests_on } => {
+            lines.push(
+                "              not a pass: these checks rest only on what the adapter inferred, not on an observation:"
+                    .to_string(),
+            );
+            for check in rests_on {
+                lines.push(format!("                {check}"));
+            }
+        }
         Verdict::Inconclusive { control, control_verdict } => lines.push(format!(
             "              its positive control {control} ended {control_verdict}: this negative proves nothing"
         )),
@@ -150,7 +159,7 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         format!("{GREEN}PASSED{RESET}")
     };
     format!(
-        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported",
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified; {} really ran",
         s.total,
         s.pass,
         s.fail,
@@ -160,7 +169,10 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         s.unsupported,
         s.known_failure,
         s.known_security_violations,
-        s.known_unsupported
+        s.known_unsupported,
+        s.unverified,
+        s.known_unverified,
+        s.ran
     )
 }
 

@@ -88,6 +88,15 @@ impl Reporter for JunitReporter {
                     s.set_message(format!("unsupported: host lacks {}", missing.join(", ")));
                     s
                 }
+                Verdict::Unverified { rests_on } => {
+                    let mut s = TestCaseStatus::skipped();
+                    s.set_message(format!(
+                        "unverified: rests only on the adapter's inference: {}",
+                        rests_on.join("; ")
+                    ));
+                    s.set_type("unverified");
+                    s
+                }
                 Verdict::Inconclusive {
                     control,
                     control_verdict,

@@ -46,7 +46,7 @@ impl Reporter for MarkdownReporter {
         }
         let _ = writeln!(
             out,
-            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported |\n|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} |\n",
+            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported | unverified (known) |\n|---|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} ({}) |\n",
             s.pass,
             s.fail,
             s.error,
@@ -55,7 +55,9 @@ impl Reporter for MarkdownReporter {
             s.unsupported,
             s.known_failure,
             s.known_security_violations,
-            s.known_unsupported
+            s.known_unsupported,
+            s.unverified,
+            s.known_unverified
         );
         let _ = writeln!(
             out,
@@ -77,6 +79,10 @@ impl Reporter for MarkdownReporter {
                 }
                 Verdict::KnownFailure { .. } => r.verdict.known_failure_text().unwrap_or_default(),
                 Verdict::Unsupported { missing } => format!("needs {}", missing.join(", ")),
+                Verdict::Unverified { rests_on } => format!(
+                    "rests only on the adapter's inference: {}",
+                    rests_on.join("; ")
+                ),
                 Verdict::Inconclusive {
                     control,
                     control_verdict,

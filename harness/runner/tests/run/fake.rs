@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use delegation_host::{Host, HostError, HostLauncher};
 use delegation_model::{
     Action, ActionResult, DenyReason, Evidence, LifecycleState, Observed, ObservedInstance,
-    Sandbox, TurnReport, WorldChange,
+    ReportedValue, Sandbox, TurnReport, WorldChange,
 };
 use delegation_protocol::{HostInfo, InitializeParams, InitializeResult, McpServer};
 use delegation_runner::scenario::Setup;
@@ -34,6 +34,28 @@ pub enum Behaviour {
     /// Refuses `instance/delegate` with its own reason name (`quota_exceeded`),
     /// which a subprocess host layer cannot decode as a harness reason.
     ForeignReason,
+    /// Correct, but its adapter declares the deny reason inferred.
+    InfersReason,
+    /// Refuses with the wrong reason (`policy_denied`), declared inferred.
+    InfersWrongReason,
+    /// Correct, but every observed ceiling is declared inferred.
+    InfersCeilings,
+    /// Admits every delegation, and declares the answer's outcome inferred:
+    /// the child's model request is still counted by the harness.
+    AdmitsEverythingInferringOutcome,
+}
+
+impl Behaviour {
+    /// Refuses what a correct host refuses (whatever its adapter declares).
+    fn refuses_like_a_correct_host(self) -> bool {
+        matches!(
+            self,
+            Behaviour::Correct
+                | Behaviour::InfersReason
+                | Behaviour::InfersWrongReason
+                | Behaviour::InfersCeilings
+        )
+    }
 }
 
 /// Model requests by endpoint URL, then by instance: the fake host "posts"
@@ -142,13 +164,21 @@ impl Host for FakeHost {
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError> {
         match action {
             Action::Configure(_) | Action::SetClock { .. } => Ok(ActionResult::ok()),
-            Action::Observe => Ok(ActionResult {
-                observed: Some(Observed {
-                    instances: self.instances(),
-                    ..Observed::default()
-                }),
-                ..ActionResult::ok()
-            }),
+            Action::Observe => {
+                let mut instances = self.instances();
+                if self.behaviour == Behaviour::InfersCeilings {
+                    for i in &mut instances {
+                        i.inferred = vec![ReportedValue::Ceiling];
+                    }
+                }
+                Ok(ActionResult {
+                    observed: Some(Observed {
+                        instances,
+                        ..Observed::default()
+                    }),
+                    ..ActionResult::ok()
+                })
+            }
             Action::Start(request) => {
                 let id = format!("inst-{}", self.instances().len() + 1);
                 let ceiling = serde_json::from_value(json!({
@@ -168,6 +198,7 @@ impl Host for FakeHost {
                     requested: None,
                     ceiling,
                     risk: None,
+                    inferred: Vec::new(),
                 });
                 Ok(ActionResult {
                     instance: Some(id),
@@ -210,14 +241,24 @@ impl Host for FakeHost {
                         "never spawns",
                     ));
                 }
-                if self.behaviour == Behaviour::Correct
+                if self.behaviour.refuses_like_a_correct_host()
                     && wants_network
                     && !network(&parent_instance.ceiling.sandbox)
                 {
-                    return Ok(ActionResult::denied(
-                        DenyReason::CeilingExceeded,
+                    let mut denied = ActionResult::denied(
+                        match self.behaviour {
+                            Behaviour::InfersWrongReason => DenyReason::PolicyDenied,
+                            _ => DenyReason::CeilingExceeded,
+                        },
                         "network above ceiling",
-                    ));
+                    );
+                    if matches!(
+                        self.behaviour,
+                        Behaviour::InfersReason | Behaviour::InfersWrongReason
+                    ) {
+                        denied.inferred = vec![ReportedValue::Reason];
+                    }
+                    return Ok(denied);
                 }
                 let id = format!("inst-{}", self.instances().len() + 1);
                 let mut ceiling = parent_instance.ceiling.clone();
@@ -233,11 +274,18 @@ impl Host for FakeHost {
                     requested: Some(request.authority.clone()),
                     ceiling: ceiling.clone(),
                     risk: None,
+                    inferred: Vec::new(),
                 });
                 self.post(&id);
                 Ok(ActionResult {
                     instance: Some(id),
                     effective: Some(ceiling),
+                    inferred: match self.behaviour {
+                        Behaviour::AdmitsEverythingInferringOutcome => {
+                            vec![ReportedValue::Outcome]
+                        }
+                        _ => Vec::new(),
+                    },
                     ..ActionResult::ok()
                 })
             }

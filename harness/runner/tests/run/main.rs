@@ -3,6 +3,7 @@
 
 mod expectations;
 mod fake;
+mod provenance;
 mod reference;
 
 use std::path::{Path, PathBuf};
