@@ -59,7 +59,9 @@ export class Adapter {
   get statePath() { return join(this.storeDir, 'opencode-adapter', 'state.json'); }
 
   loadState() {
-    this.state = readJson(this.statePath, { instances: {}, tombstones: {}, configuration: {} });
+    this.state = readJson(this.statePath, { instances: {}, configuration: {} });
+    // Stores written before tombstones were dropped (see `terminate`) still carry them; they are not read.
+    delete this.state.tombstones;
   }
 
   saveState() { writeAtomic(this.statePath, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -213,7 +215,7 @@ export class Adapter {
   registerNew(sessions) {
     let changed = false;
     const visit = (id) => {
-      if (this.state.instances[id] || this.state.tombstones[id]) return;
+      if (this.state.instances[id]) return;
       const s = sessions.get(id);
       if (!s || !s.parentID) return;
       visit(s.parentID);
@@ -359,13 +361,14 @@ export class Adapter {
     return out;
   }
 
-  /** A refusal for an instance the adapter deleted (its tombstone), or that opencode does not have. */
+  /**
+   * The refusal for an instance opencode does not have: `instance_unknown`,
+   * opencode's own 404 for the session. A closed or cancelled instance is one
+   * opencode deleted, and opencode answers for it exactly as for one that
+   * never existed: the adapter does not dress that up as `instance_terminal`
+   * from a record of its own.
+   */
   async refusal(id) {
-    if (this.state.tombstones[id]) {
-      // opencode answers 404 for a deleted session; that it was closed rather
-      // than never existed is the adapter's tombstone.
-      return denied('instance_terminal', `instance ${id} is ${this.state.tombstones[id]} (opencode session deleted)`, ['reason']);
-    }
     if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
     return null;
   }
@@ -544,9 +547,6 @@ export class Adapter {
    */
   async wait(params) {
     const id = needString(params, 'instance');
-    if (this.state.tombstones[id]) {
-      return { outcome: 'ok', instance: id, woke: 'event', detail: `instance ${id} is ${this.state.tombstones[id]} (opencode session deleted)`, inferred: ['woke'] };
-    }
     if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
     const res = await this.api('POST', `/api/session/${encodeURIComponent(id)}/wait`, undefined, { timeoutMs: this.turnTimeoutMs });
     if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
@@ -588,22 +588,22 @@ export class Adapter {
     return { outcome: 'ok', instance: session.id, effective: ceiling, inferred: ['effective'], detail: `opencode forked ${id} as ${session.id}; permission ${JSON.stringify(session.permission || [])}` };
   }
 
-  /** close and cancel: opencode's only terminal operation is deleting the session (abort first). */
+  /**
+   * close and cancel: opencode's only operation after which a session takes
+   * no more prompts is deleting it (abort first); opencode deletes its
+   * children with it. Nothing of it is left in opencode to observe, and the
+   * adapter keeps no tombstone to stand in for one: a deleted instance is
+   * reported as opencode reports it (absent, and `instance_unknown` if
+   * addressed). `state` says which of the two was asked, for people.
+   */
   async terminate(params, state) {
     const id = needString(params, 'instance');
     const refused = await this.refusal(id);
     if (refused) return refused;
-    const gone = [id, ...(await this.descendants(id)).map((c) => c.id)];
-    const sessions = await this.allSessions();
+    const gone = (await this.descendants(id)).length;
     await this.api('POST', `/session/${encodeURIComponent(id)}/abort`);
     await this.apiOk('DELETE', `/session/${encodeURIComponent(id)}`);
-    for (const g of gone) {
-      if (!this.state.instances[g]) continue;
-      this.state.instances[g].ceiling = this.ceilingOf(g, sessions) || this.state.instances[g].ceiling;
-      this.state.tombstones[g] = g === id ? state : 'closed';
-    }
-    this.saveState();
-    return { outcome: 'ok', instance: id, detail: `opencode session deleted${gone.length > 1 ? ` with ${gone.length - 1} descendant(s)` : ''}` };
+    return { outcome: 'ok', instance: id, detail: `${state}: opencode session deleted${gone ? ` with ${gone} descendant(s)` : ''}` };
   }
 
   async observe() {
@@ -625,17 +625,6 @@ export class Adapter {
       if (s.parentID) entry.parent = s.parentID;
       instances.push(entry);
     }
-    let tombstoned = false;
-    for (const [id, state] of Object.entries(this.state.tombstones)) {
-      if (sessions.has(id)) continue;
-      const known = this.state.instances[id];
-      if (!known) continue;
-      // opencode has deleted the session: what it was is the adapter's record.
-      const entry = { id, state, role: known.role, model: known.model, ceiling: known.ceiling || this.enforced(known), inferred: ['state', 'ceiling'] };
-      if (known.parent) entry.parent = known.parent;
-      instances.push(entry);
-      tombstoned = true;
-    }
     const approvals = [];
     const asks = await this.apiOk('GET', '/permission');
     for (const p of Array.isArray(asks) ? asks : []) {
@@ -649,9 +638,7 @@ export class Adapter {
         state: 'pending',
       });
     }
-    const inferred = [];
-    if (tombstoned) inferred.push('instances');
-    if (approvals.length) inferred.push('approvals');
+    const inferred = approvals.length ? ['approvals'] : [];
     return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals, ...(inferred.length ? { inferred } : {}) } };
   }
 }
