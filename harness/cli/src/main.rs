@@ -271,6 +271,14 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let s = &report.summary;
+    if s.ran == 0 && s.total > 0 && !report.interrupted {
+        // A host that declares nothing must not get a green run.
+        anstream::eprintln!(
+            "nothing ran: all {} selected scenarios are unsupported by this host (it declared capabilities that none of them can run with); this says nothing about the host. Declare the capabilities your adapter really has (PROTOCOL.md, Capabilities), or select scenarios it can run",
+            s.total
+        );
+        return Ok(exit_code::HARNESS_ERROR);
+    }
     let violations = s.fail + s.error + s.stale + snapshot_mismatches;
     Ok(if report.interrupted && violations == 0 {
         exit_code::HARNESS_ERROR

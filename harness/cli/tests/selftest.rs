@@ -154,3 +154,55 @@ fn an_unknown_defect_is_a_usage_error_listing_valid_names() {
         "{out}"
     );
 }
+
+/// The spawn-based twins alone (every child from the model's spawn) kill the
+/// mutants that kill their originals through a turn, a close, a resume, a
+/// fork, a restart or a drifted tool. The admission mutants that kill
+/// tr/010 and tr/011 do not apply to their twins: a closed child's turn is
+/// refused before its model can ask for a spawn, so no admission runs.
+#[test]
+fn the_spawned_twins_kill_the_mutants_of_their_originals() {
+    let scenarios = workspace().join("scenarios");
+    let report = tempfile::NamedTempFile::new().unwrap();
+    let json_arg = format!("json={}", report.path().display());
+    let defects = [
+        Defect::FollowupAfterClose,
+        Defect::TerminalNotPersisted,
+        Defect::QueuedFollowupAfterClose,
+        Defect::ResumeRederivesCeiling,
+        Defect::ForkTakesParentCeiling,
+        Defect::ToolsBoundByName,
+        Defect::DescriptionNotDigested,
+    ];
+    let mut args = vec![
+        "--scenarios".to_string(),
+        scenarios.to_str().unwrap().to_string(),
+        "--filter".into(),
+        "*-spawned".into(),
+        "--jobs".into(),
+        "2".into(),
+        "--report".into(),
+        json_arg,
+    ];
+    for d in defects {
+        args.extend(["--defect".to_string(), d.name().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = harness(&args);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.path()).unwrap()).unwrap();
+    assert_eq!(json["correct_host"]["passes"], true, "{out}");
+    for m in json["mutants"].as_array().unwrap() {
+        assert_eq!(m["status"], "killed", "{m}");
+        let killers = m["killed_by"].as_array().unwrap();
+        assert!(
+            !killers.is_empty()
+                && killers
+                    .iter()
+                    .all(|k| k.as_str().is_some_and(|k| k.ends_with("-spawned"))),
+            "only twins were selected, so only twins kill: {m}"
+        );
+    }
+}

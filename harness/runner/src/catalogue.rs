@@ -60,6 +60,7 @@ impl Catalogue {
             }
         }
         errors.extend(check_controls(&scenarios));
+        errors.extend(check_twins(&scenarios));
         if !errors.is_empty() {
             return Err(CatalogueError::Files(errors));
         }
@@ -134,6 +135,78 @@ fn check_controls(scenarios: &[(PathBuf, Scenario)]) -> Vec<ScenarioError> {
                 ),
             }),
             Some(_) => {}
+        }
+    }
+    errors
+}
+
+/// Catalogue-wide checks of spawn-based twins: the original exists and is
+/// no twin itself, the twin asks the same question (same checks, tier and
+/// kind), and a negative twin is judged beside the twin of its original's
+/// control, so that the control shows the host can do the thing by the same
+/// path (a spawn in a parent's turn) the negative refuses.
+fn check_twins(scenarios: &[(PathBuf, Scenario)]) -> Vec<ScenarioError> {
+    let by_id: BTreeMap<&str, &Scenario> =
+        scenarios.iter().map(|(_, s)| (s.id.as_str(), s)).collect();
+    let mut errors = Vec::new();
+    for (file, twin) in scenarios {
+        let Some(original_id) = &twin.twin_of else {
+            continue;
+        };
+        let invalid = |path: &str, message: String| ScenarioError::Invalid {
+            file: file.clone(),
+            path: path.into(),
+            message,
+        };
+        let Some(original) = by_id.get(original_id.as_str()) else {
+            errors.push(invalid(
+                "twin_of",
+                format!("`{original_id}` is not a scenario in this catalogue; expected the id of the scenario this one is the spawn-based twin of"),
+            ));
+            continue;
+        };
+        if original.twin_of.is_some() || original.id == twin.id {
+            errors.push(invalid(
+                "twin_of",
+                format!("`{original_id}` is itself a twin: name the scenario that uses `delegate`"),
+            ));
+            continue;
+        }
+        let checks = |s: &Scenario| s.checks.iter().copied().collect::<BTreeSet<InvariantId>>();
+        if checks(twin) != checks(original) {
+            errors.push(invalid(
+                "checks",
+                format!(
+                    "a twin checks exactly what its original `{original_id}` checks: expected {:?}",
+                    original.checks
+                ),
+            ));
+        }
+        if twin.tier != original.tier {
+            errors.push(invalid(
+                "tier",
+                format!("a twin has its original's tier: expected {}", original.tier),
+            ));
+        }
+        if twin.kind != original.kind {
+            errors.push(invalid(
+                "kind",
+                format!(
+                    "a twin has its original's kind: expected \"{}\"",
+                    format!("{:?}", original.kind).to_lowercase()
+                ),
+            ));
+        }
+        if let Some(original_control) = &original.control {
+            let twin_control = twin.control.as_deref().and_then(|c| by_id.get(c));
+            if twin_control.and_then(|c| c.twin_of.as_deref()) != Some(original_control.as_str()) {
+                errors.push(invalid(
+                    "control",
+                    format!(
+                        "the original's control is `{original_control}`: a twin's control is the twin of it (a scenario with \"twin_of\": \"{original_control}\")"
+                    ),
+                ));
+            }
         }
     }
     errors

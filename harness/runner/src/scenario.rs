@@ -67,6 +67,14 @@ pub struct Scenario {
     /// The id of this scenario's positive control; required when `kind` is `negative`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<String>,
+    /// The id of the scenario this one is the spawn-based twin of: the same
+    /// question, with every child created by the model's `spawn` reply in a
+    /// parent's turn instead of `instance/delegate`, so that hosts without
+    /// client-side delegation can be asked. A twin checks exactly its
+    /// original's invariants, at its tier and kind, and a negative twin's
+    /// control is the twin of the original's control.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twin_of: Option<String>,
     #[serde(default)]
     pub setup: Setup,
     pub steps: Vec<Step>,
@@ -888,6 +896,17 @@ impl Scenario {
                 ));
             }
             _ => {}
+        }
+        if self.twin_of.is_some()
+            && let Some(i) = self
+                .steps
+                .iter()
+                .position(|s| matches!(s.action, StepAction::Delegate(_)))
+        {
+            return Err(invalid(
+                format!("steps[{i}].delegate"),
+                "a twin (`twin_of`) creates every child through the model's spawn: replace this `delegate` with a `turn` on its parent whose scripted reply is {\"spawn\": {\"role\", \"task\"}}".into(),
+            ));
         }
         for (i, need) in self.needs.iter().enumerate() {
             if !delegation_protocol::capability::ALL.contains(&need.as_str()) {

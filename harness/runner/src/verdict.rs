@@ -229,6 +229,21 @@ impl Summary {
         s
     }
 
+    /// One summary per area (the scenario id's prefix, `zc`, `tr`, ...), in area order.
+    pub fn by_area<'a>(
+        results: impl IntoIterator<Item = &'a ScenarioResult>,
+    ) -> std::collections::BTreeMap<String, Summary> {
+        let mut areas: std::collections::BTreeMap<String, Vec<&ScenarioResult>> =
+            Default::default();
+        for r in results {
+            areas.entry(r.area.clone()).or_default().push(r);
+        }
+        areas
+            .into_iter()
+            .map(|(area, rs)| (area, Summary::from_results(rs)))
+            .collect()
+    }
+
     pub fn failed(&self) -> bool {
         self.fail + self.stale + self.error > 0
     }

@@ -186,6 +186,27 @@ fn the_reference_host_passes_the_fixture_and_a_stale_expectation_exits_1() {
 }
 
 #[test]
+fn a_run_in_which_nothing_ran_is_not_a_pass() {
+    // The echo adapter declares only `clock`; the fixture needs `restart`.
+    // Its positive control is the reference host passing the same fixture above.
+    let echo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/tests/adapters/echo_adapter.py");
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--host",
+        &format!("python3 {}", echo.display()),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(
+        stderr(&o).contains("nothing ran: all 1 selected scenarios are unsupported"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).contains("0 really ran"), "{}", stdout(&o));
+}
+
+#[test]
 fn a_model_rule_naming_an_alias_matches_once_the_alias_is_bound() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("ce")).unwrap();

@@ -172,6 +172,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
             needs: needs(&t.steps),
             kind: ScenarioKind::Plain,
             control: None,
+            twin_of: None,
             setup,
             steps: t.steps,
         },

@@ -33,6 +33,7 @@ impl Reporter for JsonReporter {
             "interrupted": interrupted,
             "model_checkers": crate::checks::MODEL_CHECKERS_WIRED,
             "summary": summary,
+            "by_area": crate::verdict::Summary::by_area(self.collector.sorted()),
             "scenarios": self.collector.sorted(),
         });
         let text = serde_json::to_string_pretty(&report).map_err(io::Error::other)?;

@@ -59,6 +59,28 @@ impl Reporter for MarkdownReporter {
             s.unverified,
             s.known_unverified
         );
+        // Per area: where a host really runs the catalogue, and where not.
+        let _ = writeln!(
+            out,
+            "| area | ran | pass | fail | known failures | unverified (known) | unsupported (known) | error | stale |\n|---|---|---|---|---|---|---|---|---|"
+        );
+        for (area, a) in crate::verdict::Summary::by_area(self.collector.sorted()) {
+            let _ = writeln!(
+                out,
+                "| {area} | {} | {} | {} | {} | {} ({}) | {} ({}) | {} | {} |",
+                a.ran,
+                a.pass,
+                a.fail,
+                a.known_failure,
+                a.unverified,
+                a.known_unverified,
+                a.unsupported,
+                a.known_unsupported,
+                a.error,
+                a.stale
+            );
+        }
+        let _ = writeln!(out);
         let _ = writeln!(
             out,
             "| scenario | tier | checks | verdict | detail |\n|---|---|---|---|---|"

@@ -298,9 +298,17 @@ async fn junit_json_and_markdown_reports_are_written_and_junit_parses_as_xml() {
     assert_eq!(json["summary"]["inconclusive"], 0);
     assert_eq!(json["scenarios"][1]["verdict"], "fail");
     assert_eq!(json["interrupted"], false);
+    assert_eq!(json["summary"]["ran"], 2);
+    assert_eq!(json["by_area"]["zc"]["pass"], 1);
+    assert_eq!(json["by_area"]["zc"]["fail"], 1);
 
     let md = std::fs::read_to_string(path("summary.md")).unwrap();
     assert!(md.contains("| `zc/003-negative` | MUST |"), "{md}");
+    // The per-area table: ran, pass, fail, known failures, unverified (known), unsupported (known), error, stale.
+    assert!(
+        md.contains("| zc | 2 | 1 | 1 | 0 | 0 (0) | 0 (0) | 0 | 0 |"),
+        "{md}"
+    );
 }
 
 #[tokio::test]

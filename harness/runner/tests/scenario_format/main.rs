@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use delegation_runner::catalogue::Catalogue;
 use delegation_runner::scenario::{Scenario, ScenarioError, StepAction, schema};
 
+mod twins;
+
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalogue")
 }
