@@ -291,6 +291,9 @@ export class Adapter {
     }
     this.state.configuration = config;
     this.saveState();
+    // After a restart the tools must be known again to name calls back (a
+    // call by MCP name after a restart was reported refused, not unsupported).
+    if (this.mcpServers.length) await this.refreshCatalogue();
     await this.ensureServer();
     return { outcome: 'ok' };
   }

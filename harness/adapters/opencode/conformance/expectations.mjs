@@ -69,12 +69,15 @@ if (!reportPath) {
 }
 const report = JSON.parse(readFileSync(reportPath, 'utf8'));
 const failures = existsSync(failuresPath) ? JSON.parse(readFileSync(failuresPath, 'utf8')) : {};
+// A known-unsupported scenario's report entry carries no cause: its current reason stays.
+const previous = new Map((existsSync(join(HERE, '..', 'expectations.json')) ? JSON.parse(readFileSync(join(HERE, '..', 'expectations.json'), 'utf8')).known : []).map((e) => [e.scenario, e.reason]));
 const known = [];
 for (const s of [...report.scenarios].sort((a, b) => a.id.localeCompare(b.id))) {
   if (failures[s.id]) {
     known.push({ scenario: s.id, expect: failures[s.id].expect || 'fail', reason: failures[s.id].reason });
   } else if (s.raw_verdict === 'unsupported') {
-    known.push({ scenario: s.id, expect: 'unsupported', reason: reasonFor(s) });
+    const reason = (s.missing || []).length === 0 && previous.has(s.id) ? previous.get(s.id) : reasonFor(s);
+    known.push({ scenario: s.id, expect: 'unsupported', reason });
   }
 }
 const out = join(HERE, '..', 'expectations.json');
