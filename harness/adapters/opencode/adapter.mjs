@@ -14,32 +14,39 @@ import {
 } from './lib/opencode.mjs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { sessionPermission, turnResult, liveState, childCeiling } from './lib/mapping.mjs';
+import {
+  sessionPermission, turnResult, liveState, childCeiling, applyPermission, ToolNameMismatch,
+  toolCallReport, pendingToolCall,
+} from './lib/mapping.mjs';
+import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 /** The subagent role every run knows besides `host/configure`'s roles: the harness's conventional child role. */
 const DEFAULT_ROLES = ['worker'];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const denied = (reason, detail) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}) });
+const denied = (reason, detail, inferred) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}), ...(inferred ? { inferred } : {}) });
 const needString = (params, key) => {
   if (!params || typeof params[key] !== 'string') throw new RpcError(CODES.INVALID_PARAMS, `params.${key} must be a string`);
   return params[key];
 };
+const unsupported = (message) => new RpcError(CODES.UNSUPPORTED_OPTION, message);
 
 export class Adapter {
   constructor({ env = process.env, notify = () => {}, turnTimeoutMs, serverGraceMs } = {}) {
     this.env = env;
     this.notify = notify;
-    this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 25000);
+    this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 120000);
     this.serverGraceMs = serverGraceMs ?? 1000;
     // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
-    // more than 20 s under load; the harness's own step deadline
+    // 25-30 s at load 11-14; the harness's own step deadline
     // (--step-timeout-ms) is the real bound, so this one only catches a hang.
     this.readyTimeoutMs = Number(env.OPENCODE_ADAPTER_READY_TIMEOUT_MS || 90000);
     this.initialized = false;
     this.server = null;
     this.serverConfigKey = null;
+    this.mcpServers = [];
+    this.catalogue = new Map();
   }
 
   log(level, message) {
@@ -52,7 +59,9 @@ export class Adapter {
   get statePath() { return join(this.storeDir, 'opencode-adapter', 'state.json'); }
 
   loadState() {
-    this.state = readJson(this.statePath, { instances: {}, tombstones: {}, configuration: {} });
+    this.state = readJson(this.statePath, { instances: {}, configuration: {} });
+    // Stores written before tombstones were dropped (see `terminate`) still carry them; they are not read.
+    delete this.state.tombstones;
   }
 
   saveState() { writeAtomic(this.statePath, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -63,22 +72,43 @@ export class Adapter {
     return Math.max(1, ...depths);
   }
 
+  /** Role name -> role default authority: the harness's `worker` plus `host/configure`'s roles. */
   roles() {
-    return [...new Set([...DEFAULT_ROLES, ...Object.keys(this.state.configuration.roles || {})])].sort();
+    const configured = this.state.configuration.roles || {};
+    const out = {};
+    for (const name of [...new Set([...DEFAULT_ROLES, ...Object.keys(configured)])].sort()) out[name] = configured[name] || {};
+    return out;
   }
 
-  /** Starts opencode, or restarts it when the configuration it must run with changed. */
+  config() {
+    return opencodeConfig({ modelEndpoint: this.modelEndpoint, subagentDepth: this.subagentDepth(), roles: this.roles(), mcpServers: this.mcpServers });
+  }
+
+  /**
+   * Starts opencode, or makes it take a changed configuration. A change
+   * (subagent_depth grows when a deeper root starts) is written to
+   * opencode.json and taken in by disposing opencode's instance, which it
+   * rebuilds from the files on the next request: 2-5 s, where a new
+   * `opencode serve` costs 25-30 s under load.
+   */
   async ensureServer() {
-    const config = opencodeConfig({ modelEndpoint: this.modelEndpoint, subagentDepth: this.subagentDepth(), roles: this.roles() });
+    const config = this.config();
     const key = JSON.stringify(config);
     if (this.server && this.serverConfigKey === key) return this.server;
+    const env = isolatedEnv(this.storeDir, this.env);
     if (this.server) {
-      this.log('info', 'opencode configuration changed: restarting opencode serve');
+      writeOpencodeFiles(this.storeDir, env, config);
+      const res = await this.server.call('POST', '/instance/dispose', undefined, { timeoutMs: 30000 }).catch((e) => ({ status: 0, body: String(e) }));
+      if (res.status >= 200 && res.status < 300) {
+        this.serverConfigKey = key;
+        this.log('info', `opencode configuration changed: instance disposed, reloads opencode.json (subagent_depth ${config.subagent_depth})`);
+        return this.server;
+      }
+      this.log('warn', `instance/dispose answered ${res.status}: restarting opencode serve`);
       await this.server.stop({ graceMs: this.serverGraceMs });
       this.server = null;
     }
     const bin = ensureOpencode({ env: this.env, log: (l, m) => this.log(l, m) });
-    const env = isolatedEnv(this.storeDir, this.env);
     const seeded = this.env.OPENCODE_ADAPTER_BIN ? true : seedConfig(this.env, env);
     if (!seeded) this.log('warn', 'no config seed: opencode installs @opencode-ai/plugin with npm now (slow); run `node adapter.mjs --install` once');
     const cwd = writeOpencodeFiles(this.storeDir, env, config);
@@ -98,8 +128,7 @@ export class Adapter {
 
   async api(method, path, body, options) {
     const server = await this.ensureServer();
-    const res = await server.call(method, path, body, options);
-    return res;
+    return server.call(method, path, body, options);
   }
 
   async apiOk(method, path, body, options) {
@@ -108,6 +137,17 @@ export class Adapter {
       throw new RpcError(CODES.HOST_FAILURE, `opencode ${method} ${path} answered ${res.status}: ${JSON.stringify(res.body).slice(0, 500)}`);
     }
     return res.body;
+  }
+
+  /** The tools the harness's MCP servers serve now, with opencode's names for them. */
+  async refreshCatalogue() {
+    if (this.mcpServers.length === 0) return this.catalogue;
+    try {
+      this.catalogue = await toolCatalogue(this.mcpServers);
+    } catch (e) {
+      throw new RpcError(CODES.HOST_FAILURE, `could not list the harness's MCP tools: ${e.message}`);
+    }
+    return this.catalogue;
   }
 
   // ---- sessions ----------------------------------------------------------------------------
@@ -132,18 +172,41 @@ export class Adapter {
     return res.status === 200 ? res.body : null;
   }
 
-  /** The ceiling the adapter configured for a session: recorded at start, or derived from its parent. */
+  /**
+   * An instance's ceiling. A root's is what it was started with (opencode
+   * holds only its permission rules, not sandbox roots, cwd or approval
+   * policy). A child's starts from its parent's with one level of delegation
+   * less, a fork's from its origin's; then every axis opencode's own rules
+   * decide (its agent's and its session's, `applyPermission`) is read from
+   * them. Reported as inferred either way: part of it is the adapter's record.
+   */
   ceilingOf(id, sessions) {
     const known = this.state.instances[id];
-    if (known && known.ceiling) return this.enforced(known);
-    const parent = sessions.get(id)?.parentID;
-    if (parent) return childCeiling(this.ceilingOf(parent, sessions));
-    return null;
+    if (known && known.ceiling && !known.parent && !known.forkOf) return this.enforced(known);
+    const session = sessions.get(id);
+    const origin = known && known.forkOf;
+    const parent = (session && session.parentID) || (known && known.parent);
+    let base = null;
+    if (origin) base = this.ceilingOf(origin, sessions);
+    else if (parent) {
+      const up = this.ceilingOf(parent, sessions);
+      base = up && childCeiling(up);
+    }
+    if (!base) return known && known.ceiling ? known.ceiling : null;
+    if (!session) return (known && known.ceiling) || base;
+    const role = (known && known.role) || session.agent;
+    return applyPermission(base, [...this.agentRules(role), ...(session.permission || [])], this.catalogue);
+  }
+
+  /** The permission rules opencode.json gives an agent (a configured role), as a ruleset. */
+  agentRules(role) {
+    const agent = role && this.config().agent[role];
+    if (!agent || !agent.permission) return [];
+    return Object.entries(agent.permission).map(([permission, action]) => ({ permission, pattern: '*', action }));
   }
 
   /** A root's recorded ceiling, with the delegation depth opencode really enforces now. */
   enforced(instance) {
-    if (instance.parent) return instance.ceiling;
     const depth = (instance.requested_depth ?? 2) === 0 ? 0 : this.subagentDepth();
     return { ...instance.ceiling, delegation_depth: depth };
   }
@@ -152,19 +215,17 @@ export class Adapter {
   registerNew(sessions) {
     let changed = false;
     const visit = (id) => {
-      if (this.state.instances[id] || this.state.tombstones[id]) return;
+      if (this.state.instances[id]) return;
       const s = sessions.get(id);
       if (!s || !s.parentID) return;
       visit(s.parentID);
-      const parentCeiling = this.ceilingOf(s.parentID, sessions);
-      if (!parentCeiling) return;
+      if (!this.state.instances[s.parentID]) return;
       this.state.instances[id] = {
         parent: s.parentID,
         role: s.agent || (s.title && (s.title.match(/\(@([^ )]+) subagent\)/) || [])[1]) || 'subagent',
         model: MODEL_ID,
-        requested: {},
-        ceiling: childCeiling(parentCeiling),
       };
+      this.state.instances[id].ceiling = this.ceilingOf(id, sessions);
       changed = true;
     };
     for (const id of sessions.keys()) visit(id);
@@ -182,6 +243,10 @@ export class Adapter {
       case 'instance/turn': return this.turn(params);
       case 'instance/close': return this.terminate(params, 'closed');
       case 'instance/cancel': return this.terminate(params, 'cancelled');
+      case 'instance/fork': return this.fork(params);
+      case 'approval/answer': return this.answer(params);
+      case 'instance/wait': return this.wait(params);
+      case 'instance/resume': return this.resume(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: opencode has no equivalent this adapter can drive honestly (see README.md)`);
@@ -197,6 +262,7 @@ export class Adapter {
     if (!/^1(\.|$)/.test(version)) throw new RpcError(CODES.UNSUPPORTED_VERSION, `protocol ${version} is not 1.x`);
     this.storeDir = environment.store_dir;
     this.modelEndpoint = environment.model_endpoint;
+    this.mcpServers = Array.isArray(environment.mcp_servers) ? environment.mcp_servers.filter((s) => s && s.name && s.url) : [];
     this.loadState();
     const bin = ensureOpencode({ env: this.env, log: (l, m) => this.log(l, m) });
     this.initialized = true;
@@ -204,18 +270,30 @@ export class Adapter {
       host: { name: 'opencode', version: bin.version },
       protocol_version: PROTOCOL_VERSION,
       // nested-delegation: children call `task` too (bounded by subagent_depth);
-      // restart: sessions live in opencode's SQLite database under store_dir.
-      capabilities: ['nested-delegation', 'restart'],
+      // restart: sessions live in opencode's SQLite database under store_dir;
+      // mcp: the harness's servers are opencode remote MCP servers;
+      // fork: opencode's own POST /session/{id}/fork;
+      // wait: opencode's POST /api/session/{id}/wait (blocks until the session is idle).
+      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'wait'],
     };
   }
 
   async configure(params) {
     const config = params || {};
-    if (config.authorizer_required) {
-      throw new RpcError(CODES.UNSUPPORTED_OPTION, 'opencode cannot consult an external authorizer before creating a child');
+    if (config.authorizer_required) throw unsupported('opencode cannot consult an external authorizer before creating a child');
+    // Refused rather than accepted and ignored: opencode has neither.
+    if (config.strict_mode) throw unsupported('strict_mode: opencode has no sandbox, so it cannot refuse an unsandboxed (full-access) child');
+    if (config.auto_approve) throw unsupported('auto_approve: opencode has no persistence-gated automatic approval (its `allow` rules run a tool unasked, with no decision committed first)');
+    for (const [name, role] of Object.entries(config.roles || {})) {
+      if (role && (role.tools || (role.provider && role.provider !== PROVIDER_ID) || (role.sandbox && role.sandbox.external))) {
+        throw unsupported(`role ${name}: only sandbox, network and delegation depth defaults become opencode agent rules`);
+      }
     }
     this.state.configuration = config;
     this.saveState();
+    // After a restart the tools must be known again to name calls back (a
+    // call by MCP name after a restart was reported refused, not unsupported).
+    if (this.mcpServers.length) await this.refreshCatalogue();
     await this.ensureServer();
     return { outcome: 'ok' };
   }
@@ -223,39 +301,47 @@ export class Adapter {
   async start(params) {
     const role = needString(params, 'role');
     needString(params, 'cwd');
-    if (params.tools && params.tools.length > 0) {
-      throw new RpcError(CODES.UNSUPPORTED_OPTION, 'sealed MCP tools are not supported by this adapter (no `mcp` capability)');
-    }
-    if ((params.provider ?? 'harness') !== 'harness') throw new RpcError(CODES.UNSUPPORTED_OPTION, `provider ${params.provider}: only the harness's model endpoint is configured`);
-    if ((params.model ?? MODEL_ID) !== MODEL_ID) throw new RpcError(CODES.UNSUPPORTED_OPTION, `model ${params.model}: only ${MODEL_ID} is configured`);
+    if ((params.provider ?? 'harness') !== 'harness') throw unsupported(`provider ${params.provider}: only the harness's model endpoint is configured`);
+    if ((params.model ?? MODEL_ID) !== MODEL_ID) throw unsupported(`model ${params.model}: only ${MODEL_ID} is configured`);
     const sandbox = params.sandbox;
-    if (sandbox && typeof sandbox === 'object' && sandbox.external) {
-      throw new RpcError(CODES.UNSUPPORTED_OPTION, 'opencode has no external sandboxes');
+    if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('opencode has no external sandboxes');
+    const names = params.tools || [];
+    if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
+    const catalogue = names.length ? await this.refreshCatalogue() : this.catalogue;
+    const sealed = [];
+    for (const name of names) {
+      const entry = catalogue.get(name);
+      if (!entry) return denied('projection_missing', `no MCP server serves exactly one tool named ${name}`);
+      sealed.push(entry);
     }
     const depth = params.delegation_depth ?? 2;
     const ceiling = {
       sandbox,
       approval_policy: params.approval_policy,
-      tools: {},
+      tools: Object.fromEntries(sealed.map((t) => [t.name, t.digest])),
       cwd: params.cwd,
       provider: 'harness',
       delegation_depth: depth,
     };
-    const permission = sessionPermission(params);
-    // Record the root first so subagent_depth covers it (a restart of opencode serve when it grows).
+    const permission = sessionPermission(params, { tools: sealed, served: [...catalogue.values()] });
+    // Record the root first so subagent_depth covers it.
     const pending = { role, model: MODEL_ID, ceiling, requested_depth: depth };
-    const previousDepth = this.subagentDepth();
     this.state.instances.__pending__ = pending;
     let session;
     try {
-      if (this.subagentDepth() !== previousDepth) this.log('info', `subagent_depth ${previousDepth} -> ${this.subagentDepth()}`);
       session = await this.apiOk('POST', '/session', { title: `harness ${role}`, permission });
     } finally {
       delete this.state.instances.__pending__;
     }
     this.state.instances[session.id] = pending;
     this.saveState();
-    return { outcome: 'ok', instance: session.id, effective: this.enforced(pending), detail: `opencode session ${session.id}; permission ${JSON.stringify(permission)}` };
+    return {
+      outcome: 'ok', instance: session.id, effective: this.enforced(pending),
+      // opencode holds the session's permission rules only; sandbox roots,
+      // cwd, approval policy and tool digests are the adapter's record.
+      inferred: ['effective'],
+      detail: `opencode session ${session.id}; permission ${JSON.stringify(session.permission || permission)}`,
+    };
   }
 
   async messages(id) {
@@ -278,32 +364,64 @@ export class Adapter {
     return out;
   }
 
+  /**
+   * The refusal for an instance opencode does not have: `instance_unknown`,
+   * opencode's own 404 for the session. A closed or cancelled instance is one
+   * opencode deleted, and opencode answers for it exactly as for one that
+   * never existed: the adapter does not dress that up as `instance_terminal`
+   * from a record of its own.
+   */
+  async refusal(id) {
+    if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
+    return null;
+  }
+
   async turn(params) {
     const id = needString(params, 'instance');
     const input = needString(params, 'input');
-    if (this.state.tombstones[id]) return denied('instance_terminal', `instance ${id} is ${this.state.tombstones[id]}`);
-    if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
+    const refused = await this.refusal(id);
+    if (refused) return refused;
     const before = await this.messages(id);
     const knownChildren = new Set((await this.descendants(id)).map((c) => c.id));
     const res = await this.api('POST', `/session/${encodeURIComponent(id)}/prompt_async`, { parts: [{ type: 'text', text: input }] });
     if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
     if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `prompt_async answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
+    return this.report(id, before.length, knownChildren);
+  }
 
-    const failure = await this.waitIdle(id, before.length);
+  /** Waits for the turn on `id` to settle (idle, failed or asking permission) and reports it. */
+  async report(id, countBefore, knownChildren) {
+    const { failure, pending } = await this.waitIdle(id, countBefore);
     const after = await this.messages(id);
-    const newMessages = after.slice(before.length);
+    const newMessages = after.slice(countBefore);
     const all = await this.descendants(id);
     const newChildren = all.filter((c) => !knownChildren.has(c.id));
     const sessions = await this.allSessions();
     this.registerNew(sessions);
-    return turnResult({ instance: id, newMessages, newChildren, failure });
+    const childMessages = [];
+    if (this.catalogue.size) for (const c of newChildren) childMessages.push(...(await this.messages(c.id)));
+    try {
+      return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue, childMessages });
+    } catch (e) {
+      if (e instanceof ToolNameMismatch) throw unsupported(e.message);
+      throw e;
+    }
+  }
+
+  /** opencode's pending permission requests for a session or its descendants. */
+  async pendingFor(id) {
+    const list = await this.apiOk('GET', '/permission');
+    if (!Array.isArray(list) || list.length === 0) return [];
+    const family = new Set([id, ...(await this.descendants(id)).map((c) => c.id)]);
+    return list.filter((p) => family.has(p.sessionID));
   }
 
   /**
    * Waits until no session is busy and the instance's last message is a
-   * finished assistant message. A session in `retry` means the model
-   * endpoint failed: the turn is aborted and reported as model_failed.
-   * Answers a failure text, or null.
+   * finished assistant message, or opencode asks permission for the
+   * instance (or a descendant): that is where a turn stops for a person. A
+   * session in `retry` means the model endpoint failed: the turn is aborted
+   * and reported as model_failed. Answers `{failure, pending}`.
    *
    * opencode stores the prompt at once but may turn the session busy only
    * seconds later on a loaded machine, so "not busy and no answer yet" means
@@ -315,32 +433,51 @@ export class Adapter {
     const deadline = Date.now() + this.turnTimeoutMs;
     let ran = false;
     while (Date.now() < deadline) {
-      const status = (await this.apiOk('GET', '/session/status')) || {};
-      const entries = Object.entries(status);
-      const retrying = entries.find(([, s]) => s && s.type === 'retry');
-      if (retrying) {
-        const [sid, s] = retrying;
-        this.log('warn', `session ${sid} is retrying the model (${s.message}); aborting the turn`);
-        await this.api('POST', `/session/${encodeURIComponent(id)}/abort`);
-        if (sid !== id) await this.api('POST', `/session/${encodeURIComponent(sid)}/abort`);
-        await this.settle();
-        return `model request failed: ${s.message}`;
-      }
-      const busy = entries.some(([, s]) => s && s.type === 'busy');
-      if (busy) ran = true;
-      if (!busy) {
-        const list = await this.messages(id);
-        const last = list[list.length - 1];
-        const done = list.length > countBefore && last && last.info.role === 'assistant' && last.info.time && last.info.time.completed;
-        if (done) return null;
-        if (ran && list.length > countBefore && last && last.info.role === 'user') {
-          return 'opencode ran the prompt and went idle without answering it';
-        }
+      try {
+        const settled = await this.pollTurn(id, countBefore, ran);
+        if (settled.ran) ran = true;
+        if (settled.result) return settled.result;
+      } catch (e) {
+        // At load 15+ opencode can leave one poll unanswered for seconds while
+        // the turn goes on: only the turn deadline ends the wait.
+        if (!(e && (e.name === 'TimeoutError' || e.name === 'AbortError'))) throw e;
+        this.log('warn', `opencode did not answer a poll in time (${e.message}); polling on`);
       }
       await sleep(100);
     }
-    await this.api('POST', `/session/${encodeURIComponent(id)}/abort`);
+    await this.api('POST', `/session/${encodeURIComponent(id)}/abort`).catch(() => {});
     throw new RpcError(CODES.HOST_FAILURE, `turn on ${id} did not finish within ${this.turnTimeoutMs} ms; aborted`);
+  }
+
+  /** One look at a running turn: `{ran, result}` where `result` is set once it settled. */
+  async pollTurn(id, countBefore, ranBefore) {
+    let ran = ranBefore;
+    const status = (await this.apiOk('GET', '/session/status')) || {};
+    const entries = Object.entries(status);
+    const retrying = entries.find(([, s]) => s && s.type === 'retry');
+    if (retrying) {
+      const [sid, s] = retrying;
+      this.log('warn', `session ${sid} is retrying the model (${s.message}); aborting the turn`);
+      await this.api('POST', `/session/${encodeURIComponent(id)}/abort`);
+      if (sid !== id) await this.api('POST', `/session/${encodeURIComponent(sid)}/abort`);
+      await this.settle();
+      return { ran, result: { failure: `model request failed: ${s.message}` } };
+    }
+    const busy = entries.some(([, s]) => s && s.type === 'busy');
+    if (busy) {
+      ran = true;
+      const asks = await this.pendingFor(id);
+      if (asks.length) return { ran, result: { pending: asks[0] } };
+    } else {
+      const list = await this.messages(id);
+      const last = list[list.length - 1];
+      const done = list.length > countBefore && last && last.info.role === 'assistant' && last.info.time && last.info.time.completed;
+      if (done) return { ran, result: {} };
+      if (ran && list.length > countBefore && last && last.info.role === 'user') {
+        return { ran, result: { failure: 'opencode ran the prompt and went idle without answering it' } };
+      }
+    }
+    return { ran };
   }
 
   async settle(ms = 3000) {
@@ -352,22 +489,124 @@ export class Adapter {
     }
   }
 
-  /** close and cancel: opencode's only terminal operation is deleting the session (abort first). */
+  /**
+   * A person's answer to an opencode permission request: `allow` is
+   * opencode's `once`, `deny` its `reject`. `allow-exact` has no opencode
+   * equivalent: `always` approves the request's `always` patterns (`*` for an
+   * MCP tool: every later call, any arguments) for the rest of the session.
+   */
+  async answer(params) {
+    const request = needString(params, 'request');
+    const decision = needString(params, 'decision');
+    const reply = { allow: 'once', deny: 'reject' }[decision];
+    if (!reply) throw unsupported(`decision ${decision}: opencode's replies are once, always (every later matching call of the session) and reject; none is one exact call`);
+    const list = await this.apiOk('GET', '/permission');
+    const permission = Array.isArray(list) && list.find((p) => p.id === request);
+    if (!permission) {
+      // opencode forgets a permission request once it is answered.
+      return denied('event_replayed', `opencode has no pending permission request ${request}`, ['reason']);
+    }
+    const root = this.rootOf(permission.sessionID);
+    const before = await this.messages(root);
+    const knownChildren = new Set((await this.descendants(root)).map((c) => c.id));
+    const res = await this.api('POST', `/permission/${encodeURIComponent(request)}/reply`, { reply });
+    if (res.status === 404) return denied('event_replayed', `opencode no longer has permission request ${request}`, ['reason']);
+    if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `permission reply answered ${res.status}`);
+    const { failure, pending } = await this.waitIdle(root, before.length);
+    if (pending) return { outcome: 'ok', instance: permission.sessionID, tool_call: pendingToolCall(pending, this.catalogue) };
+    const part = await this.toolPart(permission);
+    const sessions = await this.allSessions();
+    this.registerNew(sessions);
+    void knownChildren;
+    const result = { outcome: 'ok', instance: permission.sessionID };
+    if (part) result.tool_call = { ...toolCallReport(part, this.catalogue), approval: request };
+    else if (failure) result.detail = failure;
+    return result;
+  }
+
+  /** The root of a known instance's tree (where a turn, and its waiting, runs). */
+  rootOf(id) {
+    let cur = id;
+    for (let i = 0; i < 64 && this.state.instances[cur] && this.state.instances[cur].parent; i++) cur = this.state.instances[cur].parent;
+    return cur;
+  }
+
+  /** The tool part a permission request was asked for. */
+  async toolPart(permission) {
+    if (!permission.tool) return null;
+    for (const message of await this.messages(permission.sessionID)) {
+      for (const part of message.parts || []) {
+        if (part.type === 'tool' && part.callID === permission.tool.callID) return part;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Blocks until the instance is idle (completed) or terminal. opencode's own
+   * wait endpoint blocks on its session loop, so nothing is polled and no
+   * model request is made while nothing happens. A deadline on the harness's
+   * clock cannot pass here: without `clock` the harness never moves it.
+   */
+  async wait(params) {
+    const id = needString(params, 'instance');
+    if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
+    const res = await this.api('POST', `/api/session/${encodeURIComponent(id)}/wait`, undefined, { timeoutMs: this.turnTimeoutMs });
+    if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
+    if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `session wait answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
+    return { outcome: 'ok', instance: id, woke: 'event', detail: 'opencode reports the session idle' };
+  }
+
+  /**
+   * opencode has no resume call: an idle session takes the next prompt as it
+   * is, under the rules it holds. So resume checks that opencode still has
+   * the session and answers the ceiling those rules give (inferred, as in
+   * `state/observe`), without touching it.
+   */
+  async resume(params) {
+    const id = needString(params, 'instance');
+    const refused = await this.refusal(id);
+    if (refused) return refused;
+    const sessions = await this.allSessions();
+    this.registerNew(sessions);
+    return { outcome: 'ok', instance: id, effective: this.ceilingOf(id, sessions), inferred: ['effective'], detail: 'opencode sessions take a follow-up prompt as they are; nothing to restore' };
+  }
+
+  /** opencode's fork: a new session with the messages so far. Its ceiling is the origin's, narrowed by its own rules. */
+  async fork(params) {
+    const id = needString(params, 'instance');
+    const refused = await this.refusal(id);
+    if (refused) return refused;
+    const res = await this.api('POST', `/session/${encodeURIComponent(id)}/fork`, {});
+    if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
+    if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `fork answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
+    const session = res.body;
+    const origin = this.state.instances[id] || {};
+    const sessions = await this.allSessions();
+    this.state.instances[session.id] = { forkOf: id, role: origin.role || session.agent || 'unknown', model: MODEL_ID };
+    if (session.parentID) this.state.instances[session.id].parent = session.parentID;
+    const ceiling = this.ceilingOf(session.id, sessions);
+    this.state.instances[session.id].ceiling = ceiling;
+    this.saveState();
+    return { outcome: 'ok', instance: session.id, effective: ceiling, inferred: ['effective'], detail: `opencode forked ${id} as ${session.id}; permission ${JSON.stringify(session.permission || [])}` };
+  }
+
+  /**
+   * close and cancel: opencode's only operation after which a session takes
+   * no more prompts is deleting it (abort first); opencode deletes its
+   * children with it. Nothing of it is left in opencode to observe, and the
+   * adapter keeps no tombstone to stand in for one: a deleted instance is
+   * reported as opencode reports it (absent, and `instance_unknown` if
+   * addressed). `state` says which of the two was asked, for people.
+   */
   async terminate(params, state) {
     const id = needString(params, 'instance');
-    if (this.state.tombstones[id]) return denied('instance_terminal', `instance ${id} is already ${this.state.tombstones[id]}`);
-    if (!(await this.session(id))) return denied('instance_unknown', `opencode has no session ${id}`);
-    const gone = [id, ...(await this.descendants(id)).map((c) => c.id)];
+    const refused = await this.refusal(id);
+    if (refused) return refused;
+    const gone = (await this.descendants(id)).length;
     await this.api('POST', `/session/${encodeURIComponent(id)}/abort`);
     await this.apiOk('DELETE', `/session/${encodeURIComponent(id)}`);
-    const sessions = new Map(gone.map((g) => [g, { id: g }]));
-    for (const g of gone) {
-      if (!this.state.instances[g]) continue;
-      this.state.instances[g].ceiling = this.ceilingOf(g, sessions) || this.state.instances[g].ceiling;
-      this.state.tombstones[g] = g === id ? state : 'closed';
-    }
-    this.saveState();
-    return { outcome: 'ok', instance: id, detail: `opencode session deleted${gone.length > 1 ? ` with ${gone.length - 1} descendant(s)` : ''}` };
+    return { outcome: 'ok', instance: id, detail: `${state}: opencode session deleted${gone ? ` with ${gone} descendant(s)` : ''}` };
   }
 
   async observe() {
@@ -384,21 +623,26 @@ export class Adapter {
         role: known ? known.role : (s.agent || 'unknown'),
         model: known ? known.model : MODEL_ID,
         ceiling: ceiling || { sandbox: 'full-access', approval_policy: 'never', tools: {}, cwd: '/', provider: PROVIDER_ID, delegation_depth: this.subagentDepth() },
+        inferred: ['ceiling'],
       };
       if (s.parentID) entry.parent = s.parentID;
-      if (known && known.requested) entry.requested = known.requested;
       instances.push(entry);
     }
-    for (const [id, state] of Object.entries(this.state.tombstones)) {
-      if (sessions.has(id)) continue;
-      const known = this.state.instances[id];
-      if (!known) continue;
-      const entry = { id, state, role: known.role, model: known.model, ceiling: this.enforced(known) };
-      if (known.parent) entry.parent = known.parent;
-      if (known.requested) entry.requested = known.requested;
-      instances.push(entry);
+    const approvals = [];
+    const asks = await this.apiOk('GET', '/permission');
+    for (const p of Array.isArray(asks) ? asks : []) {
+      const part = await this.toolPart(p);
+      const tool = pendingToolCall(p, this.catalogue).tool;
+      const entry = this.catalogue.get(tool);
+      approvals.push({
+        id: p.id, instance: p.sessionID, class: (entry && entry.class) || (p.permission === 'task' ? 'delegation' : 'generic'), tool,
+        tool_digest: entry ? entry.digest : digestOf({ name: p.permission }),
+        arguments_digest: digestOf((part && part.state && part.state.input) || {}),
+        state: 'pending',
+      });
     }
-    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances } };
+    const inferred = approvals.length ? ['approvals'] : [];
+    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals, ...(inferred.length ? { inferred } : {}) } };
   }
 }
 

@@ -1,21 +1,87 @@
 // Pure mappings between host protocol v1 and opencode: permissions from an authority, turn reports from messages, observations from sessions.
 
-/** opencode permission rules for a root session, from the authority the harness starts it with. */
-export function sessionPermission(start) {
+
+/** What an approval policy says of one action class: the model's verdicts, as opencode permission actions. */
+export function policyAction(policy, cls) {
+  if (policy && typeof policy === 'object' && policy.granular) {
+    if ((policy.granular.deny || []).includes(cls)) return 'deny';
+    if ((policy.granular.ask || []).includes(cls)) return 'ask';
+    return 'allow';
+  }
+  if (policy === 'never') return cls === 'read' ? 'allow' : 'deny';
+  if (policy === 'untrusted') return cls === 'read' ? 'allow' : 'ask';
+  if (policy === 'on-request') return cls === 'read' || cls === 'file-write' ? 'allow' : 'ask';
+  return 'ask';
+}
+
+const READ_ONLY_REFUSES = new Set(['shell', 'file-write', 'generic']);
+
+/**
+ * opencode permission rules for a root session, from the authority the
+ * harness starts it with. `tools` are the sealed tools' catalogue entries
+ * (`{opencode, class}`), `served` every tool the MCP servers serve now: a
+ * session sees only its sealed tools (every other served tool is denied,
+ * which hides it from the model), each with the action its approval policy
+ * gives its class. The unsealed ones are denied one by one rather than with
+ * a `<server>_*` rule because opencode copies only a parent session's deny
+ * rules into a child: a blanket deny would hide the sealed tools from every
+ * child too.
+ */
+export function sessionPermission(start, { tools = [], served = [] } = {}) {
   const rules = [];
-  const deny = (permission) => rules.push({ permission, pattern: '*', action: 'deny' });
-  if ((start.delegation_depth ?? 2) === 0) deny('task');
+  const rule = (permission, action) => rules.push({ permission, pattern: '*', action });
+  if ((start.delegation_depth ?? 2) === 0) rule('task', 'deny');
   const sandbox = start.sandbox;
   const network = sandbox === 'full-access' || (sandbox && sandbox['workspace-write'] && sandbox['workspace-write'].network === true);
   if (sandbox === 'read-only') {
-    deny('edit');
-    deny('bash');
+    rule('edit', 'deny');
+    rule('bash', 'deny');
   }
   if (!network) {
-    deny('webfetch');
-    deny('websearch');
+    rule('webfetch', 'deny');
+    rule('websearch', 'deny');
+  }
+  const sealed = new Set(tools.map((t) => t.opencode));
+  for (const tool of served) if (!sealed.has(tool.opencode)) rule(tool.opencode, 'deny');
+  for (const tool of tools) {
+    const cls = tool.class || 'mcp';
+    let action = policyAction(start.approval_policy, cls);
+    if (sandbox === 'read-only' && READ_ONLY_REFUSES.has(cls)) action = 'deny';
+    if (cls === 'network' && !network) action = 'deny';
+    rule(tool.opencode, action);
   }
   return rules;
+}
+
+/** opencode's rule evaluation: the last rule whose permission and pattern match wins (default `ask`). */
+export function evaluate(rules, permission, pattern = '*') {
+  const glob = (g, text) => new RegExp(`^${g.split('*').map((x) => x.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`).test(text);
+  const hit = [...(rules || [])].reverse().find((r) => glob(r.permission, permission) && glob(r.pattern, pattern));
+  return hit ? hit.action : 'ask';
+}
+
+/**
+ * What an opencode session may do, on the axes its permission rules
+ * decide, starting from `base` (the start request, or the parent's ceiling
+ * for a child): edit and bash denied make it read-only, and a read-only base
+ * whose session denies neither is full-access (opencode has no sandbox);
+ * webfetch denied or not decides the network; the MCP tools are exactly
+ * those the rules do not deny; task denied takes delegation. Both ways: a
+ * session that lost its origin's rules (a fork) shows it.
+ */
+export function applyPermission(base, rules, catalogue) {
+  const out = { ...base };
+  const readOnly = evaluate(rules, 'edit') === 'deny' && evaluate(rules, 'bash') === 'deny';
+  if (readOnly) out.sandbox = 'read-only';
+  else if (base.sandbox === 'read-only') out.sandbox = 'full-access';
+  const ws = out.sandbox && out.sandbox['workspace-write'];
+  if (ws) out.sandbox = { 'workspace-write': { ...ws, network: evaluate(rules, 'webfetch') !== 'deny' } };
+  if (catalogue && catalogue.size) {
+    out.tools = {};
+    for (const entry of catalogue.values()) if (evaluate(rules, entry.opencode) !== 'deny') out.tools[entry.name] = entry.digest;
+  }
+  if (evaluate(rules, 'task') === 'deny') out.delegation_depth = 0;
+  return out;
 }
 
 /** Why a `task` call that created no child was refused, in the protocol's deny vocabulary. */
@@ -38,6 +104,49 @@ function errorText(error) {
   return (error.data && error.data.message) || error.message || error.name || JSON.stringify(error);
 }
 
+/** The harness's name for an opencode tool id (an MCP tool's own name), or the id itself. */
+export function harnessToolName(id, catalogue) {
+  for (const entry of (catalogue ? catalogue.values() : [])) if (entry.opencode === id) return entry.name;
+  return id;
+}
+
+/** Thrown when the model called an MCP tool by its MCP name, which opencode does not know (see lib/mcp.mjs). */
+export class ToolNameMismatch extends Error {
+  constructor(name, opencode) {
+    super(`the model called \`${name}\`, which opencode exposes as \`${opencode}\` (it names MCP tools <server>_<tool>); opencode routed the call to its \`invalid\` tool. The harness's model endpoint calls MCP tools by their MCP name in Chat Completions, so a model tool call cannot reach an MCP tool on opencode until the endpoint maps names as it maps \`spawn\` onto \`task\``);
+    this.name = 'ToolNameMismatch';
+    this.tool = name;
+  }
+}
+
+/** Throws ToolNameMismatch for a call opencode routed to `invalid` because it named an MCP tool by its MCP name. */
+export function checkToolName(part, catalogue) {
+  if (part.type !== 'tool' || part.tool !== 'invalid') return;
+  const asked = part.state && part.state.input && part.state.input.tool;
+  const entry = asked && catalogue && catalogue.get(asked);
+  if (entry && entry.opencode !== asked) throw new ToolNameMismatch(asked, entry.opencode);
+}
+
+/** A pending opencode permission request as the protocol's tool call report. */
+export function pendingToolCall(permission, catalogue) {
+  const tool = harnessToolName(permission.permission, catalogue);
+  return { tool, outcome: 'pending_approval', approval: permission.id };
+}
+
+/** A finished (or failed) opencode tool part as the protocol's tool call report. */
+export function toolCallReport(part, catalogue) {
+  const state = part.state || {};
+  // opencode routes a call to a tool the session may not see to `invalid`: refused, whatever that tool's own status.
+  if (part.tool === 'invalid') {
+    const asked = (state.input && state.input.tool) || 'invalid';
+    return { tool: harnessToolName(asked, catalogue), outcome: 'denied', reason: 'policy_denied' };
+  }
+  const report = { tool: harnessToolName(part.tool, catalogue), outcome: state.status === 'completed' ? 'executed' : 'denied' };
+  if (report.outcome === 'executed' && typeof state.output === 'string') report.result = state.output;
+  if (report.outcome === 'denied') report.reason = 'policy_denied';
+  return report;
+}
+
 /**
  * The result of one `instance/turn`, from the messages opencode added to the
  * session during the turn and the child sessions that appeared.
@@ -46,12 +155,18 @@ function errorText(error) {
  * harness scripted): a `task` call is a spawn, another tool call is a
  * tool_call, text is a message. opencode then continues the turn on its own
  * (a follow-up model request with the tool's result); the report says so in
- * `detail`.
+ * `detail`. `pending` is an opencode permission request the turn stopped at.
  */
-export function turnResult({ instance, newMessages, newChildren, failure }) {
+export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue, childMessages = [] }) {
+  // A child's call by the MCP name is the same harness limit as the instance's own (see ToolNameMismatch).
+  for (const message of childMessages) for (const part of message.parts || []) checkToolName(part, catalogue);
   const assistants = newMessages.filter((m) => m.info && m.info.role === 'assistant');
   const base = { outcome: 'ok', instance };
   if (failure) return { ...base, turn: { reply: 'model_failed', detail: failure } };
+  if (pending && pending.permission !== 'task') {
+    const tool_call = pendingToolCall(pending, catalogue);
+    return { ...base, detail: `opencode asks permission ${pending.id} (${pending.permission})`, turn: { reply: 'tool_call', tool: tool_call.tool }, tool_call };
+  }
   const first = assistants[0];
   if (!first) return { ...base, turn: { reply: 'model_failed', detail: 'opencode added no assistant message in this turn' } };
   const tools = (first.parts || []).filter((p) => p.type === 'tool');
@@ -67,20 +182,22 @@ export function turnResult({ instance, newMessages, newChildren, failure }) {
     if (child) {
       return { ...base, detail: `task created child session ${child.id}${follow}`, turn: { reply: 'spawn', spawn: { outcome: 'ok', instance: child.id } } };
     }
-    const why = errorText(state.error) || (task.tool === 'invalid' && state.output) || `task call ended ${state.status || 'without a status'} and no child session appeared`;
-    return {
+    const stated = errorText(state.error) || (task.tool === 'invalid' && state.output);
+    const why = stated || `task call ended ${state.status || 'without a status'} and no child session appeared`;
+    const result = {
       ...base,
       detail: `task refused by opencode${follow}`,
       turn: { reply: 'spawn', spawn: { outcome: 'denied', reason: denyReasonFor(why), detail: why } },
     };
+    // Without opencode's own words the reason is the adapter's reading of "no child".
+    if (!stated) result.inferred = ['spawn'];
+    return result;
   }
   if (tools.length > 0) {
     const call = tools[0];
-    const state = call.state || {};
-    const report = { tool: call.tool, outcome: state.status === 'completed' ? 'executed' : 'denied' };
-    if (report.outcome === 'executed' && typeof state.output === 'string') report.result = state.output;
-    if (report.outcome === 'denied') report.reason = 'policy_denied';
-    return { ...base, detail: `tool ${call.tool} ${state.status || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: call.tool }, tool_call: report };
+    checkToolName(call, catalogue);
+    const report = toolCallReport(call, catalogue);
+    return { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
   }
   const last = assistants[assistants.length - 1];
   return { ...base, turn: { reply: 'message', text: textOf(last) } };

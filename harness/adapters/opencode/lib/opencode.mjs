@@ -1,7 +1,7 @@
 // Installing, isolating, configuring, starting and stopping `opencode serve`, and a small HTTP client for its API.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync, cpSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync, cpSync, rmSync, symlinkSync, lstatSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -63,9 +63,14 @@ export function ensureOpencode({ env = process.env, log = () => {} } = {}) {
   return { command: binary, args: [], version: OPENCODE_VERSION };
 }
 
-/** HOME and every XDG_*_HOME inside the store, plus opencode's own switches. */
+/**
+ * HOME, every XDG_*_HOME and the temporary folder inside the store, plus
+ * opencode's own switches: a run writes nothing outside its store (bun and
+ * opencode put scratch files in TMPDIR, npm in HOME).
+ */
 export function isolatedEnv(storeDir, base = process.env) {
   const home = join(storeDir, 'opencode', 'home');
+  const tmp = join(storeDir, 'opencode', 'tmp');
   const env = { ...base };
   for (const key of Object.keys(env)) {
     if (key.startsWith('OPENCODE_') && key !== 'OPENCODE_ADAPTER_BIN') delete env[key];
@@ -76,10 +81,14 @@ export function isolatedEnv(storeDir, base = process.env) {
     XDG_DATA_HOME: join(home, '.local', 'share'),
     XDG_STATE_HOME: join(home, '.local', 'state'),
     XDG_CACHE_HOME: join(home, '.cache'),
+    XDG_RUNTIME_DIR: join(home, '.runtime'),
+    TMPDIR: tmp,
+    TMP: tmp,
+    TEMP: tmp,
     OPENCODE_DISABLE_AUTOUPDATE: '1',
     OPENCODE_DISABLE_MODELS_FETCH: '1',
   });
-  for (const key of ['XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME']) mkdirSync(env[key], { recursive: true });
+  for (const key of ['XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_RUNTIME_DIR', 'TMPDIR']) mkdirSync(env[key], { recursive: true, mode: 0o700 });
   return env;
 }
 
@@ -88,24 +97,40 @@ export function workspaceDir(storeDir) {
   return join(storeDir, 'opencode', 'workspace');
 }
 
+/** opencode permission rules (config form) for a role's default authority: what the role may not do. */
+export function rolePermission(role = {}) {
+  const permission = { task: 'allow' };
+  const sandbox = role.sandbox;
+  if (sandbox === 'read-only') Object.assign(permission, { edit: 'deny', bash: 'deny' });
+  const ws = sandbox && sandbox['workspace-write'];
+  if (sandbox === 'read-only' || (ws && ws.network === false)) Object.assign(permission, { webfetch: 'deny', websearch: 'deny' });
+  if (role.delegation_depth === 0) permission.task = 'deny';
+  return permission;
+}
+
 /**
  * The opencode.json the adapter writes. `subagentDepth` is opencode's own
  * nesting limit (a session with that many ancestors may not call `task`);
- * `roles` become subagents, so the harness's role names are valid
- * `subagent_type`s; nothing else about delegation is configured globally
- * (per-root rules go on the session, see `sessionPermission`).
+ * `roles` (name -> role default authority) become subagents, so the
+ * harness's role names are valid `subagent_type`s, each with the permission
+ * rules its default allows; `mcpServers` are the harness's MCP servers as
+ * opencode remote servers. Per-root rules go on the session (see
+ * `sessionPermission`).
  */
-export function opencodeConfig({ modelEndpoint, subagentDepth, roles }) {
+export function opencodeConfig({ modelEndpoint, subagentDepth, roles, mcpServers = [] }) {
   const agent = {};
-  for (const role of roles) {
+  const roleMap = Array.isArray(roles) ? Object.fromEntries(roles.map((r) => [r, {}])) : roles;
+  for (const [role, defaults] of Object.entries(roleMap)) {
     agent[role] = {
       mode: 'subagent',
       description: `The delegation harness's \`${role}\` role.`,
       // An explicit task rule, so opencode does not add its own blanket
       // `task: deny` to children: nesting is then bounded by subagent_depth.
-      permission: { task: 'allow' },
+      permission: rolePermission(defaults),
     };
   }
+  const mcp = {};
+  for (const server of mcpServers) mcp[server.name] = { type: 'remote', url: server.url, oauth: false, timeout: 10000 };
   return {
     $schema: 'https://opencode.ai/config.json',
     autoupdate: false,
@@ -124,6 +149,7 @@ export function opencodeConfig({ modelEndpoint, subagentDepth, roles }) {
     subagent_depth: subagentDepth,
     permission: { task: 'allow' },
     agent,
+    ...(mcpServers.length ? { mcp } : {}),
   };
 }
 
@@ -158,26 +184,28 @@ export function seedDir(env = process.env) {
 
 const SEED_MARKER = join('node_modules', '@opencode-ai', 'plugin', 'package.json');
 
-/** Copies the seed into a store's opencode config folder when it has none; answers whether the store is seeded. */
+/**
+ * Gives a store's opencode config folder the seed when it has none; answers
+ * whether the store is seeded. `node_modules` (about 4000 files) is a
+ * symlink to the seed's, not a copy: opencode only reads it once it is
+ * installed (checked: the seed is unchanged after runs), and a copy cost
+ * 2-3 s of every scenario's start on this machine under load.
+ */
 export function seedConfig(env, isolated) {
   const target = join(isolated.XDG_CONFIG_HOME, 'opencode');
   if (existsSync(join(target, SEED_MARKER))) return true;
   const seed = seedDir(env);
   if (!existsSync(join(seed, SEED_MARKER))) return false;
-  copyTree(seed, target);
-  return true;
-}
-
-/**
- * Copies a folder tree (about 4000 files for the seed). `cp -a` takes 0.6 s
- * where Node's cpSync takes 2 s on this machine, and every scenario start
- * and restart pays it inside the harness's step deadline; cpSync remains
- * the fallback where there is no `cp`.
- */
-export function copyTree(source, target) {
   mkdirSync(target, { recursive: true });
-  const cp = process.platform === 'win32' ? null : spawnSync('cp', ['-a', `${source}/.`, target], { stdio: ['ignore', 'ignore', 'pipe'] });
-  if (!cp || cp.status !== 0) cpSync(source, target, { recursive: true });
+  for (const name of ['package.json', 'package-lock.json', 'bun.lock', '.gitignore']) {
+    if (existsSync(join(seed, name))) copyFileSync(join(seed, name), join(target, name));
+  }
+  const link = join(target, 'node_modules');
+  let present = false;
+  try { lstatSync(link); present = true; } catch { /* none yet */ }
+  if (present) rmSync(link, { recursive: true, force: true });
+  symlinkSync(join(seed, 'node_modules'), link, 'dir');
+  return true;
 }
 
 /** Saves a store's installed opencode config folder as the seed (once it finished installing). */

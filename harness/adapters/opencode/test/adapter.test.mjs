@@ -11,13 +11,17 @@ test('initialize declares only what opencode has; unknown methods are -32601; no
   const early = await a.request('state/observe');
   assert.equal(early.error.code, -32003);
   const init = await a.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'wait']);
   assert.equal(init.result.protocol_version, '1.0');
-  for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/answer', 'instance/wait', 'instance/fork']) {
+  for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/auto', 'event/deliver', 'grant/revoke', 'instance/fail', 'instance/tool_call']) {
     const r = await a.request(method, {});
     assert.equal(r.error.code, -32601, method);
   }
   assert.equal((await a.request('host/configure', { authorizer_required: true })).error.code, -32001);
+  // Options opencode cannot honour are refused, never accepted and ignored.
+  assert.equal((await a.request('host/configure', { strict_mode: true })).error.code, -32001);
+  assert.equal((await a.request('host/configure', { auto_approve: true })).error.code, -32001);
+  assert.equal((await a.request('host/configure', { strict_mode: false, auto_approve: false })).result.outcome, 'ok');
   assert.deepEqual(await a.close(), { code: 0, signal: null });
 });
 
@@ -68,16 +72,18 @@ test('message turns, model failure, close, terminal and unknown instances', asyn
   assert.deepEqual((await a.request('instance/turn', { instance: root, input: 'hello' })).result.turn, { reply: 'message', text: 'echo: hello' });
   assert.equal((await a.request('instance/turn', { instance: root, input: 'FAIL' })).result.turn.reply, 'model_failed');
   assert.equal((await a.request('instance/close', { instance: root })).result.outcome, 'ok');
+  // opencode deletes the session: it answers for it as for one that never existed, and so does the adapter.
   const again = await a.request('instance/turn', { instance: root, input: 'hello' });
-  assert.deepEqual([again.result.outcome, again.result.reason], ['denied', 'instance_terminal']);
-  assert.equal((await a.request('instance/close', { instance: root })).result.reason, 'instance_terminal');
+  assert.deepEqual([again.result.outcome, again.result.reason, again.result.inferred], ['denied', 'instance_unknown', undefined]);
+  assert.equal((await a.request('instance/close', { instance: root })).result.reason, 'instance_unknown');
   assert.equal((await a.request('instance/turn', { instance: 'ses_nope', input: 'x' })).result.reason, 'instance_unknown');
   const obs = (await a.request('state/observe')).result.observed;
-  assert.deepEqual(obs.instances.map((i) => i.state), ['closed']);
+  assert.deepEqual(obs.instances, []);
+  assert.equal(obs.inferred, undefined);
   await a.close();
 });
 
-test('restart on the same store: sessions, children and tombstones come back', async () => {
+test('restart on the same store: sessions and children come back, deleted ones stay gone', async () => {
   const store = tempDir('restart');
   const a = startAdapter({ store });
   await a.initialize();
@@ -91,9 +97,10 @@ test('restart on the same store: sessions, children and tombstones come back', a
   await b.request('host/configure', {});
   const obs = (await b.request('state/observe')).result.observed;
   const states = Object.fromEntries(obs.instances.map((i) => [i.id, i.state]));
-  assert.equal(obs.instances.length, 3);
+  assert.equal(obs.instances.length, 2);
   assert.equal(states[root], 'completed');
-  assert.equal(states[other], 'cancelled');
+  assert.equal(states[other], undefined);
+  assert.ok(obs.instances.every((i) => i.inferred.includes('ceiling')));
   await b.close();
 });
 

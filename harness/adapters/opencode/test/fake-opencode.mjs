@@ -6,9 +6,13 @@
 // denies task: then the `invalid` tool, as opencode does); DEEP makes task
 // fail with opencode's depth error; FAIL leaves the session retrying;
 // SLOWSTART starts the turn seconds late; NOANSWER ends it without an answer;
-// anything else is echoed. FAKE_IGNORE_SIGTERM=1 ignores SIGTERM; FAKE_PID_FILE gets the pid.
+// `CALL <tool>` calls that tool, as opencode would by the session's rules
+// (deny: hidden, so the `invalid` tool; ask: a pending permission request
+// until it is replied to; allow: it runs); anything else is echoed.
+// POST /instance/dispose counts in `fake-disposals.txt`; each server start
+// appends to `fake-starts.txt`. FAKE_IGNORE_SIGTERM=1 ignores SIGTERM; FAKE_PID_FILE gets the pid.
 import { createServer } from 'node:http';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
 const port = Number(args[args.indexOf('--port') + 1]);
@@ -16,6 +20,17 @@ const host = args[args.indexOf('--hostname') + 1];
 const DB = 'fake-db.json';
 const db = existsSync(DB) ? JSON.parse(readFileSync(DB, 'utf8')) : { sessions: {}, messages: {}, seq: 0 };
 const status = {};
+const permissions = {};
+appendFileSync('fake-starts.txt', 'start\n');
+if (process.env.FAKE_ENV_FILE) writeFileSync(process.env.FAKE_ENV_FILE, JSON.stringify(process.env));
+// The tools opencode has: a few built-in ones and `<server>_<tool>` for every MCP server in opencode.json.
+const mcpServers = () => Object.keys((existsSync('opencode.json') && JSON.parse(readFileSync('opencode.json', 'utf8')).mcp) || {});
+const toolExists = (tool) => ['read', 'edit', 'bash', 'webfetch'].includes(tool) || mcpServers().some((s) => tool.startsWith(`${s}_`));
+const glob = (g, text) => new RegExp(`^${g.split('*').map((x) => x.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`).test(text);
+const evaluate = (rules, permission) => {
+  const hit = [...rules].reverse().find((r) => glob(r.permission, permission) && glob(r.pattern, '*'));
+  return hit ? hit.action : 'allow';
+};
 const save = () => writeFileSync(DB, JSON.stringify(db));
 const id = (prefix) => `${prefix}_${String(++db.seq).padStart(6, '0')}`;
 if (process.env.FAKE_PID_FILE) writeFileSync(process.env.FAKE_PID_FILE, String(process.pid));
@@ -62,6 +77,37 @@ function work(sid, msgs, text) {
     }
     const session = db.sessions[sid];
     const deniesTask = session.permission.some((r) => r.permission === 'task' && r.action === 'deny');
+    const call = text.match(/CALL (\S+)/);
+    if (call) {
+      const tool = call[1];
+      const action = evaluate(session.permission, tool);
+      const callID = id('call');
+      if (action === 'deny' || !toolExists(tool)) {
+        msgs.push(assistant([{ type: 'tool', tool: 'invalid', callID, state: { status: 'completed', input: { tool, error: 'unavailable' }, output: `Model tried to call unavailable tool '${tool}'.` } }]));
+        msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+      } else {
+        const message = assistant([{ type: 'tool', tool, callID, state: { status: 'running', input: { path: 'x' } } }]);
+        delete message.info.time.completed;
+        msgs.push(message);
+        const finish = (ok) => {
+          message.parts[0].state = ok ? { status: 'completed', input: { path: 'x' }, output: `ran ${tool}` } : { status: 'error', input: { path: 'x' }, error: 'The user rejected permission to use this specific tool call.' };
+          message.info.time.completed = Date.now();
+          msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+          delete status[sid];
+          save();
+        };
+        if (action === 'ask') {
+          const pid = id('per');
+          permissions[pid] = { request: { id: pid, sessionID: sid, permission: tool, patterns: ['*'], metadata: {}, always: ['*'], tool: { messageID: message.info.id, callID } }, finish };
+          save();
+          return;
+        }
+        finish(true);
+      }
+      delete status[sid];
+      save();
+      return;
+    }
     if (text.includes('SPAWN') && deniesTask) {
       msgs.push(assistant([{ type: 'tool', tool: 'invalid', state: { status: 'completed', input: { tool: 'task', error: 'unavailable' }, output: "The arguments provided to the tool are invalid: Model tried to call unavailable tool 'task'." } }]));
       msgs.push(assistant([{ type: 'text', text: 'ok' }]));
@@ -94,6 +140,23 @@ const server = createServer((req, res) => {
     const m = path.match(/^\/session\/([^/]+)(\/[a-z_]+)?$/);
     const sid = m && decodeURIComponent(m[1]);
     if (req.method === 'GET' && path === '/session/status') return send(200, status);
+    if (req.method === 'GET' && path === '/permission') return send(200, Object.values(permissions).map((p) => p.request));
+    if (req.method === 'POST' && path === '/instance/dispose') { appendFileSync('fake-disposals.txt', 'dispose\n'); return send(200, true); }
+    const waitFor = path.match(/^\/api\/session\/([^/]+)\/wait$/);
+    if (req.method === 'POST' && waitFor) {
+      const sid = decodeURIComponent(waitFor[1]);
+      if (!db.sessions[sid]) return send(404, { name: 'SessionNotFoundError' });
+      const poll = () => (status[sid] ? setTimeout(poll, 20) : send(204));
+      return poll();
+    }
+    const reply = path.match(/^\/permission\/([^/]+)\/reply$/);
+    if (req.method === 'POST' && reply) {
+      const p = permissions[reply[1]];
+      if (!p) return send(404, { name: 'PermissionNotFoundError' });
+      delete permissions[reply[1]];
+      p.finish(body.reply !== 'reject');
+      return send(200, true);
+    }
     if (req.method === 'GET' && path === '/session') return send(200, Object.values(db.sessions));
     if (req.method === 'POST' && path === '/session') return send(200, createSession(body));
     if (!m) return send(404, { name: 'NotFoundError' });
@@ -105,6 +168,13 @@ const server = createServer((req, res) => {
     if (req.method === 'GET' && sub === '/message') return send(200, db.messages[sid]);
     if (req.method === 'POST' && sub === '/prompt_async') { run(sid, body.parts.map((p) => p.text).join('')); return send(204); }
     if (req.method === 'POST' && sub === '/abort') { delete status[sid]; return send(200, true); }
+    if (req.method === 'POST' && sub === '/fork') {
+      // As opencode 1.18.33: the fork gets none of the origin's permission rules.
+      const fork = createSession({ title: `${session.title} (fork #1)`, ...(session.parentID ? { parentID: session.parentID } : {}), ...(session.agent ? { agent: session.agent } : {}) });
+      db.messages[fork.id] = JSON.parse(JSON.stringify(db.messages[sid]));
+      save();
+      return send(200, fork);
+    }
     if (req.method === 'DELETE' && sub === '') {
       const drop = (x) => { for (const c of Object.values(db.sessions)) if (c.parentID === x) drop(c.id); delete db.sessions[x]; delete db.messages[x]; };
       drop(sid);

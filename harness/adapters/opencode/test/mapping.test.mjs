@@ -55,3 +55,56 @@ test('a child ceiling has one level of delegation less; busy is running', () => 
   assert.equal(liveState({ type: 'busy' }), 'running');
   assert.equal(liveState(undefined), 'completed');
 });
+
+test('approval policies give each action class the model\'s verdict as an opencode action', async () => {
+  const { policyAction } = await import('../lib/mapping.mjs');
+  assert.deepEqual(['read', 'file-write', 'mcp'].map((c) => policyAction('on-request', c)), ['allow', 'allow', 'ask']);
+  assert.deepEqual(['read', 'mcp'].map((c) => policyAction('never', c)), ['allow', 'deny']);
+  assert.deepEqual(['read', 'file-write'].map((c) => policyAction('untrusted', c)), ['allow', 'ask']);
+  assert.deepEqual(['mcp', 'shell', 'read'].map((c) => policyAction({ granular: { ask: ['mcp'], deny: ['shell'] } }, c)), ['ask', 'deny', 'allow']);
+});
+
+test('a ceiling follows what the session\'s own opencode rules decide, narrower or wider (last matching rule wins)', async () => {
+  const { applyPermission: narrowByPermission, evaluate } = await import('../lib/mapping.mjs');
+  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read', digest: 'sha256:a' }], ['probe', { name: 'probe', opencode: 'tools_probe', digest: 'sha256:b' }]]);
+  const rules = [{ permission: 'tools_*', pattern: '*', action: 'deny' }, { permission: 'tools_notes_read', pattern: '*', action: 'allow' }];
+  assert.equal(evaluate(rules, 'tools_notes_read'), 'allow');
+  assert.equal(evaluate(rules, 'tools_probe'), 'deny');
+  assert.equal(evaluate(rules, 'read'), 'ask');
+  const ceiling = { sandbox: { 'workspace-write': { writable_roots: ['/w'], network: true } }, tools: { 'notes.read': 'sha256:a', probe: 'sha256:b' }, delegation_depth: 1 };
+  const narrowed = narrowByPermission(ceiling, [...rules, { permission: 'webfetch', pattern: '*', action: 'deny' }, { permission: 'task', pattern: '*', action: 'deny' }], catalogue);
+  assert.deepEqual(narrowed, { sandbox: { 'workspace-write': { writable_roots: ['/w'], network: false } }, tools: { 'notes.read': 'sha256:a' }, delegation_depth: 0 });
+  const readOnly = narrowByPermission(ceiling, [{ permission: 'edit', pattern: '*', action: 'deny' }, { permission: 'bash', pattern: '*', action: 'deny' }], catalogue);
+  assert.equal(readOnly.sandbox, 'read-only');
+  // A session without its origin's rules (opencode's fork copies none) is as wide as opencode lets it be.
+  const lost = narrowByPermission({ sandbox: 'read-only', tools: { 'notes.read': 'sha256:a' }, delegation_depth: 0 }, [], new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read', digest: 'sha256:a' }], ['probe', { name: 'probe', opencode: 'tools_probe', digest: 'sha256:b' }]]));
+  assert.deepEqual(lost, { sandbox: 'full-access', tools: { 'notes.read': 'sha256:a', probe: 'sha256:b' }, delegation_depth: 0 });
+});
+
+test('digests are SHA-256 over RFC 8785 JSON; opencode names MCP tools <server>_<tool> with its sanitisation', async () => {
+  const { canonicalJson, digestOf, opencodeToolName } = await import('../lib/mcp.mjs');
+  assert.equal(canonicalJson({ b: [1, 'x', null], a: { d: true, c: 1.5 } }), '{"a":{"c":1.5,"d":true},"b":[1,"x",null]}');
+  assert.equal(digestOf({}), 'sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a');
+  assert.equal(opencodeToolName('tools', 'notes.read'), 'tools_notes_read');
+  assert.equal(opencodeToolName('my server', 'a-b/c'), 'my_server_a-b_c');
+});
+
+test('a task call that leaves no child and no word from opencode is a denied spawn whose reason is marked inferred', () => {
+  const r = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state: { status: 'completed' } }] }] });
+  assert.deepEqual([r.turn.spawn.outcome, r.turn.spawn.reason, r.inferred], ['denied', 'policy_denied', ['spawn']]);
+  const worded = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state: { status: 'error', error: 'Subagent depth limit reached (1).' } }] }] });
+  assert.deepEqual([worded.turn.spawn.reason, worded.inferred], ['ceiling_exceeded', undefined]);
+});
+
+test('a call opencode routed to `invalid` because it used the MCP name is a ToolNameMismatch, in the turn or in a new child', async () => {
+  const { ToolNameMismatch } = await import('../lib/mapping.mjs');
+  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read' }]]);
+  const invalid = { type: 'tool', tool: 'invalid', state: { status: 'completed', input: { tool: 'notes.read', error: 'x' } } };
+  assert.throws(() => turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [invalid] }], catalogue }), ToolNameMismatch);
+  const spawn = { info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state: { status: 'completed', metadata: { sessionId: 'ses_2' } } }] };
+  assert.throws(() => turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [spawn], catalogue, childMessages: [{ info: { role: 'assistant' }, parts: [invalid] }] }), ToolNameMismatch);
+  assert.equal(turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [spawn], catalogue, childMessages: [] }).turn.spawn.outcome, 'ok');
+  // An unknown tool that is no MCP tool's name stays an ordinary refused call.
+  const other = { ...invalid, state: { ...invalid.state, input: { tool: 'nothing' } } };
+  assert.deepEqual(turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [other] }], catalogue }).tool_call, { tool: 'nothing', outcome: 'denied', reason: 'policy_denied' });
+});
