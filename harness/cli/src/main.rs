@@ -6,6 +6,7 @@
 //! 3 inconclusive only.
 
 mod fuzz;
+mod matrix;
 mod selftest;
 mod shipped_hosts;
 
@@ -54,6 +55,10 @@ enum Command {
     /// Differential fuzzing: generated operation sequences run against the
     /// model and the host; a divergence is shrunk and written as a scenario.
     Fuzz(fuzz::FuzzArgs),
+    /// Compare hosts: JSON reports side by side as one static HTML page
+    /// (invariant by host, each scenario's evidence and rerun command) and a
+    /// badge per host.
+    Report(matrix::ReportArgs),
 }
 
 #[derive(Args)]
@@ -131,6 +136,7 @@ fn main() -> ExitCode {
         Command::Explain { id, catalogue } => explain(id, catalogue).map(|()| exit_code::SUCCESS),
         Command::Selftest(args) => selftest::selftest(args),
         Command::Fuzz(args) => fuzz::fuzz(args),
+        Command::Report(args) => matrix::report(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

@@ -239,3 +239,64 @@ fn a_model_rule_naming_an_alias_matches_once_the_alias_is_bound() {
         stdout(&o)
     );
 }
+
+#[test]
+fn explain_takes_an_id_in_any_case_and_refuses_a_non_id() {
+    let o = harness(&["explain", "zc1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("ZC1 ("), "{}", stdout(&o));
+    let o = harness(&["explain", "zc99"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("is not an invariant id"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn report_writes_the_matrix_and_badges_and_names_a_bad_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_json = dir.path().join("reference.json");
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--report",
+        &format!("json={}", run_json.display()),
+    ]);
+    assert!(run_json.is_file(), "{}", stderr(&o));
+    let out = dir.path().join("site");
+    let o = harness(&[
+        "report",
+        "--html",
+        out.to_str().unwrap(),
+        run_json.to_str().unwrap(),
+        &format!("again={}", run_json.display()),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("<th>reference</th>") && page.contains("<th>again</th>"));
+    assert!(
+        page.contains("zc/001-network-above-ceiling"),
+        "every scenario has a row"
+    );
+    assert!(out.join("badges/reference.svg").is_file() && out.join("badges/again.svg").is_file());
+
+    // Not a report: refused before anything is written, naming the file.
+    let bogus = dir.path().join("bogus.json");
+    std::fs::write(&bogus, "{\"scenarios\": 3}").unwrap();
+    let o = harness(&[
+        "report",
+        "--html",
+        dir.path().join("other").to_str().unwrap(),
+        bogus.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("bogus.json is not a JSON report"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.path().join("other").exists());
+}

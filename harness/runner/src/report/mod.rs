@@ -13,6 +13,7 @@ pub mod human;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod matrix;
 
 /// Something that renders run events.
 pub trait Reporter: Send {
