@@ -8,6 +8,7 @@
 
 pub mod catalogue;
 pub mod checks;
+pub mod conformance;
 pub mod events;
 pub mod execute;
 pub mod expectations;
@@ -22,6 +23,7 @@ pub mod verdict;
 pub mod world;
 
 pub use catalogue::{Catalogue, CatalogueError, Filter};
+pub use conformance::{Conformance, ConformanceError, Outcome};
 pub use events::{EventSink, RunEvent};
 pub use execute::ExecOptions;
 pub use expectations::Expectations;
