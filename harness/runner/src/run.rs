@@ -249,10 +249,20 @@ pub fn judge(
         message.push_str(&hint);
     }
 
+    // A listed failure that now fails at other checks is a change to look at.
+    let mut changed_failure = None;
     if let Some(entry) = expectations.lookup(&scenario.id) {
+        let failing_at: std::collections::BTreeSet<String> =
+            execution.failures.iter().map(|f| f.at.clone()).collect();
         let listed_failure = match (entry.expect, &verdict) {
-            (Expected::Fail, Verdict::Fail)
-            | (Expected::Unsupported, Verdict::Unsupported { .. })
+            (Expected::Fail, Verdict::Fail) => match entry.change(&failing_at) {
+                None => true,
+                Some(change) => {
+                    changed_failure = Some((change, entry.failed.clone(), failing_at));
+                    false
+                }
+            },
+            (Expected::Unsupported, Verdict::Unsupported { .. })
             | (Expected::Unverified, Verdict::Unverified { .. })
             | (Expected::Error, Verdict::Error { .. }) => true,
             (_, Verdict::Pass) => {
@@ -286,6 +296,19 @@ pub fn judge(
     let transcript = snapshot::normalise(&execution.transcript);
     let secrets = &execution.transcript.secrets;
     let mut failures = execution.failures;
+    if let Some((message, listed, now)) = changed_failure {
+        failures.push(crate::verdict::Failure {
+            kind: crate::verdict::FailureKind::Expectation,
+            invariants: scenario.checks.clone(),
+            step: 0,
+            at: "expectations.failed".into(),
+            expected: serde_json::json!(listed),
+            observed: serde_json::json!(now),
+            message,
+            evidence: serde_json::Value::Null,
+            inferred: Vec::new(),
+        });
+    }
     for f in &mut failures {
         for v in [&mut f.expected, &mut f.observed, &mut f.evidence] {
             snapshot::redact_secrets(v, secrets);
