@@ -56,8 +56,8 @@ pub struct FuzzArgs {
     /// Where findings are written, as `<DIR>/fuzz/NNN-name.json` (a scenario catalogue).
     #[arg(long, default_value = "fuzz-findings", value_name = "DIR")]
     pub out: PathBuf,
-    /// Wall-time budget of one step, in milliseconds: a host slower than this is a finding.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    /// Wall-time budget of one step, in milliseconds (1 to 86400000): a host slower than this is a finding.
+    #[arg(long, default_value_t = 10_000, value_name = "MS", value_parser = crate::parse_step_timeout_ms)]
     pub step_timeout_ms: u64,
     /// Upper bound on the time spent shrinking one finding, in seconds.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
@@ -283,6 +283,10 @@ async fn fuzz_async(
         match result {
             CaseResult::Pass => {}
             CaseResult::Unsupported(_) => totals.unsupported += 1,
+            // Never a finding: the harness, not the host, failed.
+            CaseResult::HarnessError(message) => {
+                bail!("the harness failed, not the host: {message}")
+            }
             CaseResult::Fail { step, message } => {
                 let at = failing_op(&translation, step);
                 anstream::println!(

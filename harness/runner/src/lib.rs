@@ -15,6 +15,7 @@ pub mod fuzz;
 pub mod observers;
 pub mod provenance;
 pub mod report;
+pub mod resources;
 pub mod run;
 pub mod scenario;
 pub mod snapshot;

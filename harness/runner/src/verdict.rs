@@ -44,10 +44,16 @@ pub enum Verdict {
     Stale {
         reason: String,
     },
-    /// The host crashed, timed out or broke the protocol; or the harness could not set up.
+    /// The host crashed, timed out or broke the protocol.
     Error {
         message: String,
         stderr_tail: String,
+    },
+    /// The harness itself failed (its observers, its store directory, its
+    /// descriptors or processes): nothing is concluded about the host, and
+    /// the run exits 2, never 1, for it.
+    HarnessError {
+        message: String,
     },
 }
 
@@ -69,6 +75,7 @@ impl Verdict {
             Verdict::KnownFailure { .. } => "known-failure",
             Verdict::Stale { .. } => "stale",
             Verdict::Error { .. } => "error",
+            Verdict::HarnessError { .. } => "harness-error",
         }
     }
 
@@ -191,6 +198,8 @@ pub struct Summary {
     pub known_security_violations: usize,
     pub stale: usize,
     pub error: usize,
+    /// Scenarios the harness itself could not judge (its own failure, not the host's).
+    pub harness_error: usize,
     /// Scenarios selected but not run because the run was interrupted.
     pub not_run: usize,
     /// Scenarios that really ran against the host: every result but
@@ -223,6 +232,7 @@ impl Summary {
                 }
                 Verdict::Stale { .. } => s.stale += 1,
                 Verdict::Error { .. } => s.error += 1,
+                Verdict::HarnessError { .. } => s.harness_error += 1,
             }
         }
         s.ran = s.total - s.unsupported - s.known_unsupported;

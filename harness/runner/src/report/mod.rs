@@ -73,11 +73,18 @@ pub async fn drain(
     first_error.map_or(Ok(()), Err)
 }
 
+/// How often a file report is rewritten while the run goes on. Each
+/// rewrite is a partial report marked interrupted, so a harness killed
+/// outright (SIGKILL, a lost machine) still leaves what it had finished.
+const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Collects finished results until the run ends, then calls `write`.
 pub(crate) struct Collector {
     pub results: Vec<crate::verdict::ScenarioResult>,
     pub host: String,
     pub seed: u64,
+    total: usize,
+    last_written: Option<std::time::Instant>,
 }
 
 impl Collector {
@@ -86,20 +93,37 @@ impl Collector {
             results: Vec::new(),
             host: String::new(),
             seed: 0,
+            total: 0,
+            last_written: None,
         }
     }
 
-    /// Returns `Some((summary, interrupted))` when the run ended.
+    /// Returns `Some((summary, interrupted))` when the run ended, and also
+    /// while it runs, at most every [`PARTIAL_EVERY`] after a scenario
+    /// finished: a partial report, marked interrupted until the final one.
     pub fn absorb(&mut self, event: &RunEvent) -> Option<(crate::verdict::Summary, bool)> {
         match event {
-            RunEvent::RunStarted { host, seed, .. } => {
+            RunEvent::RunStarted {
+                host, seed, total, ..
+            } => {
                 self.host = host.clone();
                 self.seed = *seed;
+                self.total = *total;
+                self.last_written = Some(std::time::Instant::now());
                 None
             }
             RunEvent::ScenarioFinished(result) => {
                 self.results.push((**result).clone());
-                None
+                if self
+                    .last_written
+                    .is_some_and(|t| t.elapsed() < PARTIAL_EVERY)
+                {
+                    return None;
+                }
+                self.last_written = Some(std::time::Instant::now());
+                let mut summary = crate::verdict::Summary::from_results(&self.results);
+                summary.not_run = self.total.saturating_sub(self.results.len());
+                Some((summary, true))
             }
             RunEvent::RunFinished { summary } => Some((summary.clone(), false)),
             RunEvent::RunInterrupted { summary } => Some((summary.clone(), true)),
@@ -113,6 +137,16 @@ impl Collector {
         r.sort_by(|a, b| a.id.cmp(&b.id));
         r
     }
+}
+
+/// Writes a report file whole or not at all (a temporary file renamed over
+/// it), so a harness killed while writing never leaves half a report.
+pub(crate) fn write_atomically(file: &std::path::Path, contents: &[u8]) -> io::Result<()> {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let temporary = file.with_file_name(name);
+    std::fs::write(&temporary, contents)?;
+    std::fs::rename(&temporary, file)
 }
 
 /// One line per failure, shared by the human, JUnit and Markdown reporters.
