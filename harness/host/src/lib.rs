@@ -87,6 +87,11 @@ pub trait Host: Send {
     fn stderr_tail(&self) -> String {
         String::new()
     }
+    /// What the host logged (stderr and `log` notifications) since the last
+    /// call, bounded, for the secret search (TC4). Default: nothing.
+    fn take_log(&mut self) -> String {
+        String::new()
+    }
 }
 
 /// Starts hosts: once per scenario, and again on the same store for a restart.

@@ -734,6 +734,10 @@ impl Host for ProcessHost {
     fn stderr_tail(&self) -> String {
         lock(&self.tail).text()
     }
+
+    fn take_log(&mut self) -> String {
+        lock(&self.tail).take_step()
+    }
 }
 
 impl Drop for ProcessHost {

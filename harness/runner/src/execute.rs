@@ -169,6 +169,8 @@ struct Run<'a> {
     /// What `@unknown` resolves to in this run: drawn once, so every step
     /// naming it sends the same never-issued id and transcripts stay stable.
     unknown_id: String,
+    /// What a host stopped for a restart logged last, for the restart's step.
+    stopped_host_log: String,
 }
 
 /// Runs `scenario` once against a host from `launcher`, emitting `StepFinished` events.
@@ -264,6 +266,7 @@ pub async fn execute(
         rules: scenario.setup.model.clone(),
         // Derived from the scenario id, not random: a host may quote it in free
         // text (`detail`), which snapshots keep verbatim, so it must be stable.
+        stopped_host_log: String::new(),
         unknown_id: format!(
             "never-issued-{}",
             &delegation_model::digest::sha256_hex(
@@ -570,6 +573,8 @@ impl Run<'_> {
         let (kind, result) = match &step.action {
             StepAction::Restart(_) => {
                 let _ = self.host.shutdown().await;
+                let last_words = self.host.take_log();
+                self.stopped_host_log.push_str(&last_words);
                 let (host, init) =
                     start_host(self.launcher, self.store, self.world.as_ref(), self.options)
                         .await
@@ -679,7 +684,7 @@ impl Run<'_> {
             }
         };
 
-        let evidence = self.world.evidence_since(&mark);
+        let mut evidence = self.world.evidence_since(&mark);
         let observed = Arc::new(match (&step.action, &result) {
             (StepAction::Observe(_), Some(r)) if r.observed.is_some() => {
                 r.observed.clone().unwrap_or_default()
@@ -687,6 +692,7 @@ impl Run<'_> {
             _ => self.observe().await?,
         });
         self.observed = observed.clone();
+        evidence.host_log = self.take_host_log();
         let restarted = matches!(kind, StepKind::Restart);
         let entry = HistoryEntry {
             step: index,
@@ -719,7 +725,8 @@ impl Run<'_> {
         message: String,
         mark: &WorldMark,
     ) -> Result<bool, HostFault> {
-        let evidence = self.world.evidence_since(mark);
+        let mut evidence = self.world.evidence_since(mark);
+        evidence.host_log = self.take_host_log();
         let entry = HistoryEntry {
             step: index,
             kind: StepKind::Action {
@@ -737,6 +744,14 @@ impl Run<'_> {
         }
         self.check_invariants(index, mark);
         Ok(true)
+    }
+
+    /// What the host logged since the last step (and a host stopped for a
+    /// restart before it), searched for secrets by TC4.
+    fn take_host_log(&mut self) -> String {
+        let mut log = std::mem::take(&mut self.stopped_host_log);
+        log.push_str(&self.host.take_log());
+        log
     }
 
     async fn world_step(
@@ -1136,6 +1151,11 @@ impl Run<'_> {
         result: Option<&ActionResult>,
         mark: &WorldMark,
     ) -> Value {
+        // The host's log is in `stderr_tail` below; once is enough.
+        let evidence = Evidence {
+            host_log: String::new(),
+            ..evidence.clone()
+        };
         json!({
             "observers": evidence,
             "recent_requests": self.world.recent_since(mark),

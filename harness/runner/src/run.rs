@@ -358,14 +358,14 @@ pub fn judge(
     }
 
     let transcript = snapshot::normalise(&execution.transcript);
-    let secrets = &execution.transcript.secrets;
+    let secrets = execution.transcript.secrets.clone();
     let mut failures = execution.failures;
     for f in &mut failures {
         for v in [&mut f.expected, &mut f.observed, &mut f.evidence] {
-            snapshot::redact_secrets(v, secrets);
+            snapshot::redact_secrets(v, &secrets);
         }
     }
-    ScenarioResult {
+    let mut result = ScenarioResult {
         id: scenario.id.clone(),
         area: scenario.area().to_string(),
         title: scenario.title.clone(),
@@ -378,5 +378,7 @@ pub fn judge(
         steps_total: scenario.steps.len(),
         duration: execution.duration,
         transcript,
-    }
+    };
+    result.redact(&secrets);
+    result
 }
