@@ -382,11 +382,10 @@ fn recorded_pids(dir: &Path) -> Vec<(String, u32)> {
     out
 }
 
-#[test]
-fn sigint_and_sigterm_stop_the_run_kill_the_adapters_and_leave_a_partial_report() {
-    // Two scenarios: the fixture, which needs `restart` and so ends at once
-    // as unsupported (a result to report), and its copy needing nothing,
-    // which runs and hangs in the adapter until the signal.
+/// Two scenarios: the fixture, which needs `restart` and so ends at once as
+/// unsupported (a result to report), and its copy needing nothing, which
+/// runs and hangs in the slow adapter until the harness is signalled.
+fn unsupported_and_hanging_catalogue() -> tempfile::TempDir {
     let catalogue = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(catalogue.path().join("zc")).unwrap();
     let fixture =
@@ -404,108 +403,156 @@ fn sigint_and_sigterm_stop_the_run_kill_the_adapters_and_leave_a_partial_report(
         hanging.to_string(),
     )
     .unwrap();
+    catalogue
+}
 
-    for signal in ["INT", "TERM"] {
+/// One run of [`unsupported_and_hanging_catalogue`] against the slow adapter.
+struct SignalledRun {
+    work: tempfile::TempDir,
+    harness: std::process::Child,
+    out: String,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+}
+
+impl SignalledRun {
+    fn start(catalogue: &Path) -> SignalledRun {
         let work = tempfile::tempdir().unwrap();
-        let (pids, tmp) = (work.path().join("pids"), work.path().join("tmp"));
-        std::fs::create_dir_all(&pids).unwrap();
-        std::fs::create_dir_all(&tmp).unwrap();
+        for dir in ["pids", "tmp"] {
+            std::fs::create_dir_all(work.path().join(dir)).unwrap();
+        }
         let adapter = work.path().join("slow_adapter.py");
         std::fs::write(&adapter, SLOW_ADAPTER).unwrap();
-        let report = |name: &str| work.path().join(name);
+        let report = |name: &str| work.path().join(name).display().to_string();
         let mut harness = Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
             .args([
                 "run",
                 "--scenarios",
-                catalogue.path().to_str().unwrap(),
+                catalogue.to_str().unwrap(),
                 "--jobs",
                 "2",
             ])
             .args(["--host", &format!("python3 {}", adapter.display())])
-            .args(["--report", &format!("json={}", report("r.json").display())])
-            .args(["--report", &format!("junit={}", report("r.xml").display())])
-            .args([
-                "--report",
-                &format!("markdown={}", report("r.md").display()),
-            ])
+            .args(["--report", &format!("json={}", report("r.json"))])
+            .args(["--report", &format!("junit={}", report("r.xml"))])
+            .args(["--report", &format!("markdown={}", report("r.md"))])
             .env("NO_COLOR", "1")
-            .env("SLOW_ADAPTER_PIDS", &pids)
+            .env("SLOW_ADAPTER_PIDS", work.path().join("pids"))
             // Store directories go here, so the test sees any left behind.
-            .env("TMPDIR", &tmp)
+            .env("TMPDIR", work.path().join("tmp"))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // Stdout read as it comes, to signal only once the unsupported
-        // scenario is reported and the other one hangs in its adapter.
-        let mut lines =
+        let lines =
             std::io::BufRead::lines(std::io::BufReader::new(harness.stdout.take().unwrap()));
-        let mut out = String::new();
-        for line in lines.by_ref() {
+        SignalledRun {
+            work,
+            harness,
+            out: String::new(),
+            lines,
+        }
+    }
+
+    /// Reads stdout until a line containing `text`.
+    fn read_until(&mut self, text: &str) {
+        for line in self.lines.by_ref() {
             let line = line.unwrap();
-            out.push_str(&line);
-            out.push('\n');
-            if line.contains("UNSUPPORTED zc/001-network-above-ceiling") {
-                break;
+            self.out.push_str(&line);
+            self.out.push('\n');
+            if line.contains(text) {
+                return;
             }
         }
+        panic!("the run ended before printing `{text}`:\n{}", self.out);
+    }
+
+    /// Waits until the hanging scenario's adapter and its escaped grandchild run.
+    fn wait_for_the_hang(&self) -> Vec<(String, u32)> {
         let started = std::time::Instant::now();
-        while recorded_pids(&pids).len() < 2 {
+        loop {
+            let pids = recorded_pids(&self.work.path().join("pids"));
+            if pids.len() == 2 {
+                return pids;
+            }
             assert!(
                 started.elapsed() < std::time::Duration::from_secs(60),
-                "the adapter never reached its hanging request:\n{out}"
+                "the adapter never reached its hanging request:\n{}",
+                self.out
             );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
-        // Positive controls: what must be gone afterwards exists now.
-        for (what, pid) in recorded_pids(&pids) {
-            assert!(
-                alive(pid),
-                "SIG{signal}: the {what} (pid {pid}) is not running yet"
-            );
-        }
-        let stores = std::fs::read_dir(&tmp).unwrap().flatten().count();
-        assert!(stores > 0, "SIG{signal}: no store directory in TMPDIR");
+    }
+
+    fn signal(&self, signal: &str) {
         let status = Command::new("kill")
-            .args([&format!("-{signal}"), &harness.id().to_string()])
+            .args([&format!("-{signal}"), &self.harness.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Waits for the harness to exit: (exit code, stdout, stderr).
+    fn finish(mut self) -> (Option<i32>, String, String, tempfile::TempDir) {
         let signalled = std::time::Instant::now();
-        for line in lines {
-            out.push_str(&line.unwrap());
-            out.push('\n');
+        for line in self.lines {
+            self.out.push_str(&line.unwrap());
+            self.out.push('\n');
         }
-        let o = harness.wait_with_output().unwrap();
-        let err = stderr(&o);
+        let o = self.harness.wait_with_output().unwrap();
         assert!(
             signalled.elapsed() < std::time::Duration::from_secs(20),
-            "SIG{signal}: took {:?} to stop",
+            "took {:?} to stop",
             signalled.elapsed()
         );
+        (o.status.code(), self.out, stderr(&o), self.work)
+    }
+}
+
+fn read_json_report(work: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(work.join("r.json")).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn sigint_and_sigterm_stop_the_run_kill_the_adapters_and_leave_a_partial_report() {
+    let catalogue = unsupported_and_hanging_catalogue();
+    for signal in ["INT", "TERM"] {
+        let mut run = SignalledRun::start(catalogue.path());
+        run.read_until("UNSUPPORTED zc/001-network-above-ceiling");
+        let recorded = run.wait_for_the_hang();
+        // Positive controls: what must be gone afterwards exists now.
+        for (what, pid) in &recorded {
+            assert!(
+                alive(*pid),
+                "SIG{signal}: the {what} (pid {pid}) is not running yet"
+            );
+        }
+        let tmp = run.work.path().join("tmp");
+        let stores = std::fs::read_dir(&tmp).unwrap().flatten().count();
+        assert!(stores > 0, "SIG{signal}: no store directory in TMPDIR");
+        run.signal(signal);
+        let (code, out, err, work) = run.finish();
         // An interrupted run without violations proves nothing: 2, as for Ctrl-C.
-        assert_eq!(o.status.code(), Some(2), "SIG{signal}:\n{out}\n{err}");
+        assert_eq!(code, Some(2), "SIG{signal}:\n{out}\n{err}");
         assert!(
             out.contains("INTERRUPTED (1 not run)"),
             "SIG{signal}:\n{out}"
         );
 
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(report("r.json")).unwrap()).unwrap();
+        let json = read_json_report(work.path());
         assert_eq!(json["interrupted"], true, "SIG{signal}");
         assert_eq!(json["summary"]["not_run"], 1, "SIG{signal}");
         assert_eq!(json["scenarios"][0]["id"], "zc/001-network-above-ceiling");
         assert_eq!(json["scenarios"][0]["verdict"], "unsupported");
-        let xml = std::fs::read_to_string(report("r.xml")).unwrap();
+        let xml = std::fs::read_to_string(work.path().join("r.xml")).unwrap();
         assert!(xml.contains(r#"name="interrupted" value="true""#), "{xml}");
         assert!(xml.contains("zc/001-network-above-ceiling"), "{xml}");
-        let md = std::fs::read_to_string(report("r.md")).unwrap();
+        let md = std::fs::read_to_string(work.path().join("r.md")).unwrap();
         assert!(
             md.contains("**Interrupted**: 1 scenario(s) did not run"),
             "{md}"
         );
 
-        let recorded = recorded_pids(&pids);
         for (what, pid) in &recorded {
             assert!(
                 !alive(*pid),
@@ -523,6 +570,55 @@ fn sigint_and_sigterm_stop_the_run_kill_the_adapters_and_leave_a_partial_report(
             .map(|e| e.path())
             .collect();
         assert!(left.is_empty(), "SIG{signal}: left behind {left:?}");
+    }
+}
+
+#[test]
+fn a_run_signalled_or_killed_at_any_point_leaves_a_readable_report() {
+    let catalogue = unsupported_and_hanging_catalogue();
+    // SIGTERM soon after the start, while the first scenarios start, and
+    // once one has finished: every time a whole report, marked interrupted.
+    for delay_ms in [0, 100, 300, 700] {
+        let mut run = SignalledRun::start(catalogue.path());
+        run.read_until("scenarios against");
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        run.signal("TERM");
+        let (code, out, err, work) = run.finish();
+        assert_eq!(code, Some(2), "after {delay_ms} ms:\n{out}\n{err}");
+        let json = read_json_report(work.path());
+        assert_eq!(json["interrupted"], true, "after {delay_ms} ms");
+        let left: Vec<_> = std::fs::read_dir(work.path().join("tmp"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "after {delay_ms} ms: left behind {left:?}");
+        for (what, pid) in recorded_pids(&work.path().join("pids")) {
+            assert!(
+                !alive(pid),
+                "after {delay_ms} ms: the {what} (pid {pid}) survived"
+            );
+        }
+    }
+
+    // SIGKILL cannot be handled: what is on disk is the last partial
+    // report, written at most a second after a result, whole.
+    let mut run = SignalledRun::start(catalogue.path());
+    run.read_until("UNSUPPORTED zc/001-network-above-ceiling");
+    let recorded = run.wait_for_the_hang();
+    std::thread::sleep(std::time::Duration::from_millis(1600));
+    run.signal("KILL");
+    let (code, _, _, work) = run.finish();
+    assert_eq!(code, None, "killed by a signal");
+    let json = read_json_report(work.path());
+    assert_eq!(json["interrupted"], true);
+    assert_eq!(json["scenarios"][0]["id"], "zc/001-network-above-ceiling");
+    assert_eq!(json["summary"]["not_run"], 1);
+    // Nothing ran to stop the adapter: end what this test started, by pid.
+    for (_, pid) in recorded {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
     }
 }
 

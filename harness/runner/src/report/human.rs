@@ -227,7 +227,7 @@ impl Reporter for HumanReporter {
                     bar.set_message(id.clone());
                 }
             }
-            RunEvent::StepFinished(_) => {}
+            RunEvent::StepFinished(_) | RunEvent::Tick => {}
             RunEvent::ScenarioFinished(result) => {
                 for l in render_result(result) {
                     self.line(&l)?;

@@ -61,7 +61,18 @@ pub async fn drain(
     mut reporters: Vec<Box<dyn Reporter>>,
 ) -> io::Result<()> {
     let mut first_error = None;
-    while let Some(event) = events.recv().await {
+    // Lets a partial report that is due be written while every scenario
+    // still runs (a host that hangs sends no event for a long time).
+    let mut ticks = tokio::time::interval(PARTIAL_EVERY / 4);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => event,
+                None => break,
+            },
+            _ = ticks.tick() => RunEvent::Tick,
+        };
         for r in reporters.iter_mut() {
             if let Err(e) = r.event(&event)
                 && first_error.is_none()
@@ -85,6 +96,8 @@ pub(crate) struct Collector {
     pub seed: u64,
     total: usize,
     last_written: Option<std::time::Instant>,
+    /// A result arrived since the last partial report.
+    dirty: bool,
 }
 
 impl Collector {
@@ -95,6 +108,7 @@ impl Collector {
             seed: 0,
             total: 0,
             last_written: None,
+            dirty: false,
         }
     }
 
@@ -109,26 +123,37 @@ impl Collector {
                 self.host = host.clone();
                 self.seed = *seed;
                 self.total = *total;
-                self.last_written = Some(std::time::Instant::now());
-                None
+                // At once: from here on a killed run leaves a readable report.
+                self.dirty = true;
+                self.last_written = None;
+                self.partial_if_due()
             }
             RunEvent::ScenarioFinished(result) => {
                 self.results.push((**result).clone());
-                if self
-                    .last_written
-                    .is_some_and(|t| t.elapsed() < PARTIAL_EVERY)
-                {
-                    return None;
-                }
-                self.last_written = Some(std::time::Instant::now());
-                let mut summary = crate::verdict::Summary::from_results(&self.results);
-                summary.not_run = self.total.saturating_sub(self.results.len());
-                Some((summary, true))
+                self.dirty = true;
+                self.partial_if_due()
             }
+            RunEvent::Tick => self.partial_if_due(),
             RunEvent::RunFinished { summary } => Some((summary.clone(), false)),
             RunEvent::RunInterrupted { summary } => Some((summary.clone(), true)),
             _ => None,
         }
+    }
+
+    /// A partial report (marked interrupted) when results arrived since the
+    /// last one and the last one is at least [`PARTIAL_EVERY`] old.
+    fn partial_if_due(&mut self) -> Option<(crate::verdict::Summary, bool)> {
+        let due = self
+            .last_written
+            .is_none_or(|t| t.elapsed() >= PARTIAL_EVERY);
+        if !(self.dirty && due) {
+            return None;
+        }
+        self.dirty = false;
+        self.last_written = Some(std::time::Instant::now());
+        let mut summary = crate::verdict::Summary::from_results(&self.results);
+        summary.not_run = self.total.saturating_sub(self.results.len());
+        Some((summary, true))
     }
 
     /// Results sorted by id, so report files do not depend on `--jobs` timing.
