@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// How often the watcher counts open descriptors. An accept that fails in
 /// between is caught by the probe at the end of each scenario instead.
-const SAMPLE_EVERY: Duration = Duration::from_millis(20);
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 
 /// Fewer free descriptors than this is a shortage: an accept, a pipe or a
 /// connection of the harness's own may fail at any moment.
