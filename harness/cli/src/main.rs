@@ -292,9 +292,16 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             };
             if let Some(signal) = signal {
                 anstream::eprintln!(
-                    "{signal}: stopping the run, killing the adapters and reporting what finished"
+                    "{signal}: stopping the run, killing the adapters and reporting what finished (a second signal quits at once)"
                 );
                 let _ = stop.send(true);
+                // An adapter stuck where even SIGKILL takes time must not hold
+                // a user who insists: the second signal quits without cleaning up.
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+                std::process::exit(exit_code::HARNESS_ERROR);
             }
         });
         let report = delegation_runner::run(

@@ -155,8 +155,11 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
 pub fn render_summary(s: &Summary, interrupted: bool) -> String {
     let head = if interrupted {
         format!("{RED}INTERRUPTED{RESET} ({} not run)", s.not_run)
-    } else if s.failed() || s.harness_error > 0 {
+    } else if s.failed() {
         format!("{RED}FAILED{RESET}")
+    } else if s.harness_error > 0 {
+        // Not the host's failure, and no pass either.
+        format!("{RED}HARNESS ERROR{RESET}")
     } else {
         format!("{GREEN}PASSED{RESET}")
     };
