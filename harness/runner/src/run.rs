@@ -92,7 +92,8 @@ pub async fn run(
     let options = Arc::new(options);
     // A run starved of descriptors judges nothing about the host.
     let (descriptors, _watching) = DescriptorWatch::start();
-    // Consecutive start failures, and the first one's message once the run gives up.
+    // Start failures in a row, scenarios whose host did start, and why the
+    // run stopped trying the host once it did.
     let start_failures = Arc::new(AtomicUsize::new(0));
     let started = Arc::new(AtomicUsize::new(0));
     let (give_up, gave_up) = watch::channel(None::<String>);
@@ -135,8 +136,8 @@ pub async fn run(
                 .await
                 .expect("the semaphore is never closed");
             if give_up.borrow().is_some() {
-                // Not run: its negatives then wait on a control that never ends,
-                // which is fine, the run is ending.
+                // Not run. Its verdict's sender goes with this task, so its
+                // negatives stop waiting, and are not run either.
                 return None;
             }
             let _ = events.send(RunEvent::ScenarioStarted {
@@ -160,14 +161,14 @@ pub async fn run(
             if execution.start_failed {
                 let in_a_row = start_failures.fetch_add(1, Ordering::SeqCst) + 1;
                 if in_a_row >= START_FAILURES_BEFORE_GIVING_UP {
-                    let first = match &execution.outcome {
+                    let last = match &execution.outcome {
                         RawOutcome::Error { message, .. } => message.clone(),
                         _ => String::new(),
                     };
                     give_up.send_if_modified(|reason| {
                         reason.get_or_insert_with(|| {
                             format!(
-                                "the host could not be started or answered nothing {in_a_row} times in a row, so the remaining scenarios were not run; the last attempt: {first}"
+                                "the host could not be started or answered nothing {in_a_row} times in a row, so the remaining scenarios were not run; the last attempt: {last}"
                             )
                         });
                         true
