@@ -57,8 +57,8 @@ pub struct FuzzArgs {
     /// Where findings are written, as `<DIR>/fuzz/NNN-name.json` (a scenario catalogue).
     #[arg(long, default_value = "fuzz-findings", value_name = "DIR")]
     pub out: PathBuf,
-    /// Wall-time budget of one step, in milliseconds: a host slower than this is a finding.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    /// Wall-time budget of one step, in milliseconds (1 to 86400000): a host slower than this is a finding.
+    #[arg(long, default_value_t = 10_000, value_name = "MS", value_parser = crate::parse_step_timeout_ms)]
     pub step_timeout_ms: u64,
     /// Upper bound on the time spent shrinking one finding, in seconds.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
@@ -223,6 +223,8 @@ pub struct Finding {
 pub struct Search {
     pub totals: Totals,
     pub finding: Option<Finding>,
+    /// The harness itself failed on a case (never a finding about the host).
+    pub harness_error: Option<String>,
 }
 
 /// Generates cases from `seed` and runs them against `launcher` until one
@@ -243,6 +245,7 @@ pub async fn search(
     let mut generator = Generator::new(seed);
     let mut totals = Totals::default();
     let mut finding = None;
+    let mut harness_error = None;
     while totals.cases < cases
         && deadline.is_none_or(|d| Instant::now() < d)
         && !stop.load(Ordering::SeqCst)
@@ -258,6 +261,11 @@ pub async fn search(
         match result {
             CaseResult::Pass => {}
             CaseResult::Unsupported(_) => totals.unsupported += 1,
+            // Never a finding: the harness, not the host, failed.
+            CaseResult::HarnessError(message) => {
+                harness_error = Some(message);
+                break;
+            }
             CaseResult::Fail { step, message } => {
                 let at = failing_op(&translation, step);
                 finding = Some(Finding {
@@ -272,7 +280,11 @@ pub async fn search(
         progress(&totals);
     }
     totals.elapsed = started.elapsed();
-    Search { totals, finding }
+    Search {
+        totals,
+        finding,
+        harness_error,
+    }
 }
 
 /// The `fuzz` subcommand; the exit code says whether anything was found.
@@ -354,6 +366,9 @@ async fn fuzz_async(
         },
     )
     .await;
+    if let Some(message) = search.harness_error {
+        bail!("the harness failed, not the host: {message}")
+    }
     let mut totals = search.totals;
     if let Some(finding) = search.finding {
         anstream::println!(

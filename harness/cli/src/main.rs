@@ -85,8 +85,8 @@ struct RunArgs {
     /// Run scenarios that check this invariant id. Repeatable.
     #[arg(long, value_name = "ID")]
     invariant: Vec<InvariantId>,
-    /// Scenarios run at the same time, each with its own host, store and observers.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Scenarios run at the same time, each with its own host, store and observers (1 to 4096).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_jobs)]
     jobs: usize,
     /// Seed of the run order. Default: random, printed at the start so a run can be repeated.
     #[arg(long, value_name = "N")]
@@ -101,8 +101,8 @@ struct RunArgs {
     /// (insta; `INSTA_UPDATE=always` records, `no` only compares).
     #[arg(long, value_name = "DIR")]
     snapshots: Option<PathBuf>,
-    /// Wall-time budget of one step, in milliseconds.
-    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    /// Wall-time budget of one step, in milliseconds (1 to 86400000, a day).
+    #[arg(long, default_value_t = 30_000, value_name = "MS", value_parser = parse_step_timeout_ms)]
     step_timeout_ms: u64,
 }
 
@@ -126,6 +126,41 @@ fn parse_report(s: &str) -> Result<(Format, PathBuf), String> {
         return Err(format!("`{s}`: the file name after `=` is empty"));
     }
     Ok((format.parse()?, PathBuf::from(file)))
+}
+
+/// The most scenarios run at once. Each holds a host process, a store and
+/// three observers; beyond a few thousand the machine runs out of processes
+/// and descriptors long before the scheduler's own limits (tokio's semaphore
+/// panics above about 2^61 permits).
+pub(crate) const MAX_JOBS: usize = 4096;
+
+/// The longest step budget: a day. A deadline is added to the clock, and an
+/// unbounded one would overflow it; no host step needs longer.
+pub(crate) const MAX_STEP_TIMEOUT_MS: u64 = 86_400_000;
+
+/// `--jobs`: 1 to [`MAX_JOBS`]. Zero is refused rather than read as one, so a
+/// script computing it wrongly is told so.
+pub(crate) fn parse_jobs(s: &str) -> Result<usize, String> {
+    parse_in_range(s, 1, MAX_JOBS as u64, "scenarios at a time").map(|n| n as usize)
+}
+
+/// `--step-timeout-ms`: 1 to [`MAX_STEP_TIMEOUT_MS`]. Zero would time out
+/// every step before the host could answer and blame the host for it.
+pub(crate) fn parse_step_timeout_ms(s: &str) -> Result<u64, String> {
+    parse_in_range(s, 1, MAX_STEP_TIMEOUT_MS, "milliseconds")
+}
+
+fn parse_in_range(s: &str, min: u64, max: u64, unit: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number; expected {min} to {max} {unit}"))?;
+    if !(min..=max).contains(&n) {
+        return Err(format!(
+            "{n} is out of range; expected {min} to {max} {unit}"
+        ));
+    }
+    Ok(n)
 }
 
 fn main() -> ExitCode {
@@ -233,7 +268,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         &expectations,
     )?;
     let options = RunOptions {
-        jobs: args.jobs.max(1),
+        jobs: args.jobs,
         seed,
         exec: ExecOptions { step_deadline },
         expectations,
@@ -243,14 +278,36 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         reporters.push(report::file_reporter(*format, file.clone()));
     }
 
+    // Every job costs descriptors (a host, three observers, their
+    // connections); a run starved of them is reported as the harness's own
+    // failure, but better not starved at all.
+    delegation_runner::resources::raise_descriptor_limit();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let report = runtime.block_on(async move {
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let reporting = tokio::spawn(report::drain(rx, reporters));
         let (stop, interrupt) = tokio::sync::watch::channel(false);
+        // SIGTERM (CI cancelling a job, `timeout`) stops the run as Ctrl-C does.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("cannot listen for SIGTERM")?;
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let signal = tokio::select! {
+                r = tokio::signal::ctrl_c() => r.ok().map(|()| "SIGINT"),
+                r = terminate.recv() => r.map(|()| "SIGTERM"),
+            };
+            if let Some(signal) = signal {
+                anstream::eprintln!(
+                    "{signal}: stopping the run, killing the adapters and reporting what finished (a second signal quits at once)"
+                );
                 let _ = stop.send(true);
+                // An adapter stuck where even SIGKILL takes time must not hold
+                // a user who insists: the second signal quits without cleaning up.
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+                std::process::exit(exit_code::HARNESS_ERROR);
             }
         });
         let report = delegation_runner::run(
@@ -266,6 +323,10 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         written.context("cannot write a report")?;
         anyhow::Ok(report)
     })?;
+    // The runtime's tasks are gone with it: any adapter, or anything an
+    // adapter started, still alive now outlived its scenario.
+    drop(runtime);
+    leave_nothing_behind();
 
     let mut snapshot_mismatches = 0;
     if let Some(dir) = &args.snapshots {
@@ -277,21 +338,49 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let s = &report.summary;
-    if s.ran == 0 && s.total > 0 && !report.interrupted {
+    if let Some(reason) = &report.gave_up {
+        anstream::eprintln!("stopped trying the host: {reason}");
+    }
+    if s.harness_error > 0 {
+        anstream::eprintln!(
+            "the harness itself failed in {} scenario(s) (`harness-error`): nothing is concluded about the host there",
+            s.harness_error
+        );
+    }
+    if s.ran == 0 && s.total > 0 && !report.interrupted && !report.host_unreachable {
         // A host that declares nothing must not get a green run.
         anstream::eprintln!(
             "nothing ran: all {} selected scenarios are unsupported by this host (it declared capabilities that none of them can run with); this says nothing about the host. Declare the capabilities your adapter really has (PROTOCOL.md, Capabilities), or select scenarios it can run",
             s.total
         );
-        return Ok(exit_code::HARNESS_ERROR);
     }
-    let violations = s.fail + s.error + s.stale + snapshot_mismatches;
-    Ok(if report.interrupted && violations == 0 {
-        exit_code::HARNESS_ERROR
-    } else {
-        // An unverified check could not tell, like an inconclusive negative.
-        exit_code::for_run(false, violations, s.inconclusive + s.unverified)
-    })
+    Ok(delegation_runner::exit_code_for(
+        &report,
+        snapshot_mismatches,
+    ))
+}
+
+/// Kills what the run's adapters left running and removes store
+/// directories that scenarios did not remove themselves, saying so.
+fn leave_nothing_behind() {
+    delegation_host::process::kill_all_adapters(Duration::from_secs(2));
+    let survivors = delegation_host::process::surviving_descendants();
+    if !survivors.is_empty() {
+        for s in &survivors {
+            anstream::eprintln!(
+                "warning: pid {} (`{}`), started by an adapter, was still alive after its adapter was stopped (it left the adapter's process group, e.g. by `setsid`); killed it",
+                s.pid,
+                s.command
+            );
+        }
+        delegation_host::process::kill_survivors(&survivors);
+    }
+    for (path, e) in delegation_runner::execute::remove_leftover_stores() {
+        anstream::eprintln!(
+            "warning: cannot remove the store directory {}: {e}",
+            path.display()
+        );
+    }
 }
 
 /// A seed from the clock: different per run, printed by the human reporter.

@@ -34,8 +34,8 @@ pub struct SelftestArgs {
     /// Only scenarios whose id contains this text or matches this glob. Repeatable.
     #[arg(long, value_name = "PATTERN")]
     pub filter: Vec<String>,
-    /// Scenarios run at the same time within one host's run. Default: the number of CPUs.
-    #[arg(long, value_name = "N")]
+    /// Scenarios run at the same time within one host's run (1 to 4096). Default: the number of CPUs.
+    #[arg(long, value_name = "N", value_parser = crate::parse_jobs)]
     pub jobs: Option<usize>,
     /// Run each mutant only on the scenarios that name its invariant (and
     /// their controls): the same verdict on "killed for the right reason" at a

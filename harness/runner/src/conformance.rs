@@ -247,7 +247,8 @@ impl Conformance {
                 return std::process::ExitCode::from(exit_code::HARNESS_ERROR as u8);
             }
         };
-        let nothing_ran = outcome.exit_code() == exit_code::HARNESS_ERROR;
+        let s = &outcome.report.summary;
+        let nothing_ran = s.ran == 0 && s.total > 0;
         let mut trials: Vec<libtest_mimic::Trial> =
             outcome.report.results.iter().map(trial).collect();
         if nothing_ran {
@@ -310,19 +311,32 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The exit code `delegation-harness run` gives the same results: 2 when
-    /// nothing ran (every selected scenario unsupported) or the run was
-    /// interrupted without a violation, 1 on violations, 3 when only
-    /// inconclusive or unverified results are left, else 0.
+    /// The exit code `delegation-harness run` gives the same results ([`exit_code_for`]).
     pub fn exit_code(&self) -> i32 {
-        let s = &self.report.summary;
-        if s.ran == 0 && s.total > 0 && !self.report.interrupted {
-            return exit_code::HARNESS_ERROR;
-        }
-        let violations = s.fail + s.error + s.stale;
-        if self.report.interrupted && violations == 0 {
-            return exit_code::HARNESS_ERROR;
-        }
+        exit_code_for(&self.report, 0)
+    }
+}
+
+/// The exit code of a run, the one definition the CLI and the library
+/// share: 2 when nothing ran (every selected scenario unsupported), when the
+/// host could not be reached, or when the run was interrupted or the harness
+/// itself failed without a violation; 1 on violations (failures, errors,
+/// stale expectations, changed snapshots); 3 when only inconclusive or
+/// unverified results are left; else 0.
+pub fn exit_code_for(report: &RunReport, snapshot_mismatches: usize) -> i32 {
+    let s = &report.summary;
+    if s.ran == 0 && s.total > 0 && !report.interrupted && !report.host_unreachable {
+        return exit_code::HARNESS_ERROR;
+    }
+    let violations = s.fail + s.error + s.stale + snapshot_mismatches;
+    let host_violations = s.fail + s.stale + snapshot_mismatches;
+    if report.host_unreachable && host_violations == 0 {
+        // A host that cannot be started says nothing about itself.
+        exit_code::HARNESS_ERROR
+    } else if (report.interrupted || s.harness_error > 0) && violations == 0 {
+        exit_code::HARNESS_ERROR
+    } else {
+        // An unverified check could not tell, like an inconclusive negative.
         exit_code::for_run(false, violations, s.inconclusive + s.unverified)
     }
 }

@@ -36,6 +36,8 @@ pub struct FuzzRow {
     pub defect: Option<Defect>,
     pub totals: Totals,
     pub found: Option<FoundRow>,
+    /// The harness itself failed on a case: the row says nothing about the host.
+    pub harness_error: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -57,6 +59,9 @@ impl FuzzRow {
     /// A mutant is caught when the fuzzer found it and the finding replays;
     /// the control is right when nothing was found.
     pub fn as_it_should_be(&self) -> bool {
+        if self.harness_error.is_some() {
+            return false;
+        }
         match (&self.defect, &self.found) {
             (None, found) => found.is_none(),
             (Some(_), Some(found)) => found.replays.is_ok(),
@@ -88,6 +93,7 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
             defect,
             totals: outcome.totals,
             found: None,
+            harness_error: outcome.harness_error,
         };
     };
     let from_ops = finding.seq.len();
@@ -122,6 +128,7 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
             replays,
             message: finding.message,
         }),
+        harness_error: None,
     }
 }
 
@@ -141,6 +148,14 @@ pub fn markdown(rows: &[FuzzRow], budget: Budget) -> String {
     );
     for row in rows {
         let cells = match &row.found {
+            None if row.harness_error.is_some() => format!(
+                "no | – | {} | – | – | HARNESS ERROR: {}",
+                row.totals.cases,
+                row.harness_error
+                    .as_deref()
+                    .unwrap_or_default()
+                    .replace('|', "\\|")
+            ),
             None => format!(
                 "no | – | {} | – | – | {}",
                 row.totals.cases,
@@ -181,6 +196,7 @@ pub fn json_report(rows: &[FuzzRow], budget: Budget) -> String {
                 "cases": r.totals.cases,
                 "operations": r.totals.ops,
                 "as_it_should_be": r.as_it_should_be(),
+                "harness_error": r.harness_error,
                 "found": r.found.as_ref().map(|f| json!({
                     "after_ms": f.after.as_millis() as u64,
                     "cases": f.cases,

@@ -2,7 +2,6 @@
 //! evidence, and a summary. Colour through anstream (so `NO_COLOR` and
 //! non-terminals get plain text); a progress bar only on a terminal.
 
-use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -105,6 +104,9 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
                 lines.push(format!("              stderr| {l}"));
             }
         }
+        Verdict::HarnessError { message } => {
+            lines.push(format!("              not the host's failure: {message}"))
+        }
         Verdict::Stale { reason } => lines.push(format!("              {reason}")),
         Verdict::Unsupported { missing } => {
             lines.push(format!("              host lacks: {}", missing.join(", ")))
@@ -155,11 +157,14 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         format!("{RED}INTERRUPTED{RESET} ({} not run)", s.not_run)
     } else if s.failed() {
         format!("{RED}FAILED{RESET}")
+    } else if s.harness_error > 0 {
+        // Not the host's failure, and no pass either.
+        format!("{RED}HARNESS ERROR{RESET}")
     } else {
         format!("{GREEN}PASSED{RESET}")
     };
     format!(
-        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified; {} really ran",
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified, {} harness errors; {} really ran",
         s.total,
         s.pass,
         s.fail,
@@ -172,6 +177,7 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         s.known_unsupported,
         s.unverified,
         s.known_unverified,
+        s.harness_error,
         s.ran
     )
 }
@@ -189,8 +195,8 @@ impl Reporter for HumanReporter {
                 }
                 text.push_str(&render_summary(&summary, interrupted));
                 text.push('\n');
-                let mut f = File::create(&*file)?;
-                write!(f, "{}", anstream::adapter::strip_str(&text))?;
+                let plain = anstream::adapter::strip_str(&text).to_string();
+                super::write_atomically(file, plain.as_bytes())?;
             }
             return Ok(());
         }
@@ -224,7 +230,7 @@ impl Reporter for HumanReporter {
                     bar.set_message(id.clone());
                 }
             }
-            RunEvent::StepFinished(_) => {}
+            RunEvent::StepFinished(_) | RunEvent::Tick => {}
             RunEvent::ScenarioFinished(result) => {
                 for l in render_result(result) {
                     self.line(&l)?;
