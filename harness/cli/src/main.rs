@@ -104,6 +104,11 @@ struct RunArgs {
     /// Wall-time budget of one step, in milliseconds (1 to 86400000, a day).
     #[arg(long, default_value_t = 30_000, value_name = "MS", value_parser = parse_step_timeout_ms)]
     step_timeout_ms: u64,
+    /// Fail the run (exit 2) unless at least N scenarios really ran (pass,
+    /// fail, error, unverified or inconclusive; not unsupported): a CI gate
+    /// against an adapter that quietly stops declaring what it can do.
+    #[arg(long, value_name = "N")]
+    require_ran: Option<usize>,
 }
 
 #[derive(Args)]
@@ -354,10 +359,21 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             s.total
         );
     }
-    Ok(delegation_runner::exit_code_for(
-        &report,
-        snapshot_mismatches,
-    ))
+    let code = delegation_runner::exit_code_for(&report, snapshot_mismatches);
+    if let Some(required) = args.require_ran
+        && s.ran < required
+        && code != exit_code::VIOLATIONS
+    {
+        // A violation found says more than the coverage it ran with.
+        anstream::eprintln!(
+            "coverage below --require-ran {required}: {} of {} selected scenarios really ran ({} unsupported)",
+            s.ran,
+            s.total,
+            s.unsupported + s.known_unsupported
+        );
+        return Ok(exit_code::HARNESS_ERROR);
+    }
+    Ok(code)
 }
 
 /// Kills what the run's adapters left running and removes store

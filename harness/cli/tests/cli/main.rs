@@ -744,3 +744,18 @@ fn a_host_that_never_answers_gets_a_hint_and_is_given_up_after_three_tries() {
     assert_eq!(count(&out, "UNSUPPORTED"), 4, "{out}");
     assert!(!err.contains("stopped trying the host"), "{err}");
 }
+
+#[test]
+fn require_ran_fails_a_run_that_ran_fewer_scenarios_and_passes_one_that_ran_enough() {
+    let catalogue = fixtures();
+    let catalogue = catalogue.to_str().unwrap();
+    let o = harness(&["run", "--scenarios", catalogue, "--require-ran", "1"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = harness(&["run", "--scenarios", catalogue, "--require-ran", "100000"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("coverage below --require-ran 100000"),
+        "{}",
+        stderr(&o)
+    );
+}
