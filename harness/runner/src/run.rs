@@ -214,8 +214,13 @@ pub async fn run(
         tasks.abort_all();
         // Dropping each scenario kills its adapter's process group, waits for
         // it to die and removes its store directory: done before the report,
-        // so an interrupted run leaves nothing behind.
-        while tasks.join_next().await.is_some() {}
+        // so an interrupted run leaves nothing behind. A scenario that had
+        // already finished (its result reported) still counts.
+        while let Some(next) = tasks.join_next().await {
+            if let Ok(Some(result)) = next {
+                results.push(result);
+            }
+        }
     }
     let gave_up = gave_up.borrow().clone();
     let host_unreachable = gave_up.is_some()

@@ -24,6 +24,10 @@ pub struct HumanReporter {
     bar: Option<ProgressBar>,
     /// Also write a plain copy of the final report, for `--report human=FILE`.
     file: Option<(PathBuf, Collector)>,
+    /// The run's host and seed, for the rerun commands at the end.
+    run: Option<(String, u64)>,
+    /// The scenarios that need a look, in the order they finished.
+    needs_a_look: Vec<(String, &'static str)>,
 }
 
 impl HumanReporter {
@@ -34,6 +38,8 @@ impl HumanReporter {
             strip: false,
             bar: None,
             file: None,
+            run: None,
+            needs_a_look: Vec::new(),
         }
     }
 
@@ -44,6 +50,8 @@ impl HumanReporter {
             strip: true,
             bar: None,
             file: None,
+            run: None,
+            needs_a_look: Vec::new(),
         }
     }
 
@@ -53,6 +61,8 @@ impl HumanReporter {
             strip: true,
             bar: None,
             file: Some((file, Collector::new())),
+            run: None,
+            needs_a_look: Vec::new(),
         }
     }
 
@@ -134,13 +144,25 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
         r.verdict,
         Verdict::Fail | Verdict::KnownFailure { .. } | Verdict::Inconclusive { .. }
     ) {
-        for f in &r.failures {
-            lines.push(format!("              {BOLD}{}{RESET}", failure_line(f)));
-            lines.push(format!(
-                "                evidence: {}",
-                serde_json::to_string(&f.evidence["observers"]).unwrap_or_default()
-            ));
-            let reply = &f.evidence["host_reply"];
+        // The failed checks of one step share what was observed in it: the
+        // evidence is printed once per step, after its failures.
+        let mut steps: Vec<usize> = r.failures.iter().map(|f| f.step).collect();
+        steps.dedup();
+        for step in steps {
+            let of_step: Vec<_> = r.failures.iter().filter(|f| f.step == step).collect();
+            for f in &of_step {
+                lines.push(format!("              {BOLD}{}{RESET}", failure_line(f)));
+            }
+            let Some(evidence) = of_step.iter().map(|f| &f.evidence).find(|e| !e.is_null()) else {
+                continue;
+            };
+            if !evidence["observers"].is_null() {
+                lines.push(format!(
+                    "                evidence: {}",
+                    serde_json::to_string(&evidence["observers"]).unwrap_or_default()
+                ));
+            }
+            let reply = &evidence["host_reply"];
             if !reply.is_null() {
                 lines.push(format!(
                     "                host reply: {}",
@@ -148,6 +170,40 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
                 ));
             }
         }
+    }
+    lines
+}
+
+/// Whether a result needs a maintainer's look: it is listed again at the
+/// end of the run with the command that reruns it.
+fn needs_a_look(verdict: &Verdict) -> bool {
+    matches!(
+        verdict,
+        Verdict::Fail
+            | Verdict::Error { .. }
+            | Verdict::Stale { .. }
+            | Verdict::Inconclusive { .. }
+            | Verdict::Unverified { .. }
+            | Verdict::HarnessError { .. }
+    )
+}
+
+/// The closing list: each scenario that needs a look and how to rerun it alone.
+pub fn render_rerun_list(host: &str, seed: u64, ids: &[(String, &'static str)]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if ids.is_empty() {
+        return lines;
+    }
+    lines.push(format!(
+        "{BOLD}{} scenario(s) to look at{RESET}, each rerun alone by:",
+        ids.len()
+    ));
+    for (id, verdict) in ids {
+        lines.push(format!(
+            "  {:>14} {}",
+            format!("{verdict}:"),
+            super::rerun_command(host, id, Some(seed))
+        ));
     }
     lines
 }
@@ -193,6 +249,16 @@ impl Reporter for HumanReporter {
                         text.push('\n');
                     }
                 }
+                let look: Vec<(String, &'static str)> = collector
+                    .sorted()
+                    .into_iter()
+                    .filter(|r| needs_a_look(&r.verdict))
+                    .map(|r| (r.id.clone(), r.verdict.name()))
+                    .collect();
+                for l in render_rerun_list(&collector.host, collector.seed, &look) {
+                    text.push_str(&l);
+                    text.push('\n');
+                }
                 text.push_str(&render_summary(&summary, interrupted));
                 text.push('\n');
                 let plain = anstream::adapter::strip_str(&text).to_string();
@@ -208,8 +274,10 @@ impl Reporter for HumanReporter {
                 jobs,
                 model_checkers,
             } => {
+                self.run = Some((host.clone(), *seed));
                 self.line(&format!(
-                    "{BOLD}delegation-harness{RESET}: {total} scenarios against {host} (seed {seed}, {jobs} jobs)"
+                    "{BOLD}delegation-harness{RESET}: {total} scenarios against {host} (seed {seed}, {jobs} {})",
+                    if *jobs == 1 { "job" } else { "jobs" }
                 ))?;
                 if !model_checkers {
                     self.line(&format!(
@@ -235,6 +303,10 @@ impl Reporter for HumanReporter {
                 for l in render_result(result) {
                     self.line(&l)?;
                 }
+                if needs_a_look(&result.verdict) {
+                    self.needs_a_look
+                        .push((result.id.clone(), result.verdict.name()));
+                }
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
                 }
@@ -244,6 +316,12 @@ impl Reporter for HumanReporter {
                     bar.finish_and_clear();
                 }
                 let interrupted = matches!(event, RunEvent::RunInterrupted { .. });
+                if let Some((host, seed)) = self.run.clone() {
+                    let ids = std::mem::take(&mut self.needs_a_look);
+                    for l in render_rerun_list(&host, seed, &ids) {
+                        self.line(&l)?;
+                    }
+                }
                 self.line(&render_summary(summary, interrupted))?;
                 self.out.flush()?;
             }

@@ -77,18 +77,7 @@ impl HostReport {
 
     /// The command that reruns one scenario against this host, as the run did it.
     fn rerun(&self, id: &str) -> String {
-        let mut words = vec!["delegation-harness".to_string(), "run".to_string()];
-        if !self.host.contains("(in-process)") {
-            words.push("--host".into());
-            words.push(self.host.clone());
-        }
-        words.push("--filter".into());
-        words.push(id.to_string());
-        if let Some(seed) = self.seed {
-            words.push("--seed".into());
-            words.push(seed.to_string());
-        }
-        shell_words::join(words)
+        super::rerun_command(&self.host, id, self.seed)
     }
 }
 

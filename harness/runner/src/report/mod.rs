@@ -187,3 +187,21 @@ pub fn failure_line(f: &crate::verdict::Failure) -> String {
         f.observed
     )
 }
+
+/// The command that reruns one scenario against the host a run named, with
+/// its seed: what a maintainer copies from a failure. The embedded reference
+/// host needs no `--host`.
+pub fn rerun_command(host: &str, id: &str, seed: Option<u64>) -> String {
+    let mut words = vec!["delegation-harness".to_string(), "run".to_string()];
+    if !host.ends_with("(in-process)") {
+        words.push("--host".into());
+        words.push(host.to_string());
+    }
+    words.push("--filter".into());
+    words.push(id.to_string());
+    if let Some(seed) = seed {
+        words.push("--seed".into());
+        words.push(seed.to_string());
+    }
+    shell_words::join(words)
+}

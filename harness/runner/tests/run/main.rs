@@ -618,7 +618,7 @@ fn the_human_reporter_writes_plain_lines_when_not_a_terminal() {
         .unwrap();
     let text = std::fs::read_to_string(buffer.path()).unwrap();
     assert!(
-        text.starts_with("delegation-harness: 0 scenarios against h (seed 7, 1 jobs)\n"),
+        text.starts_with("delegation-harness: 0 scenarios against h (seed 7, 1 job)\n"),
         "{text}"
     );
     assert!(text.contains("PASSED: 0 scenarios"), "{text}");
