@@ -1,9 +1,10 @@
 //! A host written from the documents alone passes every scenario it can run: the documents are the whole contract.
 //!
 //! `harness/host/tests/adapters/docs_only_adapter.py` was written from
-//! PROTOCOL.md, ENDPOINTS.md and MODEL.md without harness source. Running
-//! the catalogue against it shows that what those pages say is enough for
-//! what it declares; a scenario it fails names a gap (or an error) in them.
+//! PROTOCOL.md, ENDPOINTS.md and MODEL.md without harness source, and
+//! declares every capability but the authority-widening ones. Running the
+//! catalogue against it shows that what those pages say is enough; a
+//! scenario it fails names a gap (or an error) in them.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
