@@ -167,3 +167,26 @@ pub mod capability {
         Declares(String),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::capability::{Unmet, unmet};
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_lacked_need_and_a_declared_property_are_unmet_but_a_widening_need_is_not() {
+        let needs = names(&["mcp", "restart", "other-providers"]);
+        let unless = names(&["reusable-agents"]);
+        assert_eq!(
+            unmet(&needs, &unless, &names(&["mcp", "reusable-agents"])),
+            vec![
+                Unmet::Lacks("restart".into()),
+                Unmet::Declares("reusable-agents".into())
+            ]
+        );
+        assert!(unmet(&needs, &unless, &names(&["mcp", "restart"])).is_empty());
+    }
+}
