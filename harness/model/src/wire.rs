@@ -278,8 +278,10 @@ pub enum Action {
         tool: String,
         #[serde(default)]
         arguments: Value,
-        /// Idempotency key: a retry with the same id returns the recorded
-        /// outcome and never runs the handler again (TC5).
+        /// Idempotency key: once a call with this id ran, its outcome is
+        /// kept (durably, before its completion event), and a retry with the
+        /// same id is refused `event_replayed` with the kept outcome in
+        /// `detail`; the handler never runs again (TC5).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },

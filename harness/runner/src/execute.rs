@@ -228,22 +228,16 @@ pub async fn execute(
         }
     };
 
-    let missing: Vec<String> = scenario
-        .needs
-        .iter()
-        .filter(|need| {
-            !init.capabilities.contains(need)
-                && !delegation_protocol::capability::AUTHORITY_WIDENING.contains(&need.as_str())
+    use delegation_protocol::capability::{Unmet, unmet};
+    let missing: Vec<String> = unmet(&scenario.needs, &scenario.unless, &init.capabilities)
+        .into_iter()
+        .map(|reason| match reason {
+            Unmet::Lacks(need) => need,
+            // Read after "host lacks:" in every report.
+            Unmet::Declares(property) => {
+                format!("what this scenario asks of it: it declares `{property}`")
+            }
         })
-        .cloned()
-        .chain(
-            scenario
-                .unless
-                .iter()
-                .filter(|property| init.capabilities.contains(property))
-                // Read after "host lacks:" in every report.
-                .map(|property| format!("what this scenario asks of it: it declares `{property}`")),
-        )
         .collect();
     let mut run = Run {
         scenario,
