@@ -325,21 +325,29 @@ async fn fuzz_async(
     let deadline = args
         .time
         .map(|t| started + Duration::from_secs_f64(t.max(0.0)));
-    // Ctrl-C ends the run between cases, or a shrink where it stands, and
-    // the summary (and any finding, shrunk so far) is still written; a
-    // second Ctrl-C quits at once.
+    // Ctrl-C or SIGTERM (a nightly job cancelled) ends the run between
+    // cases, or a shrink where it stands, and the summary (and any finding,
+    // shrunk so far) is still written; a second signal quits at once.
     let stop = Arc::new(AtomicBool::new(false));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let signalled = tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                r = terminate.recv() => r.is_some(),
+            };
+            if signalled {
                 stop.store(true, Ordering::SeqCst);
                 anstream::println!(
                     "interrupted: finishing the current case (Ctrl-C again quits at once)"
                 );
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(exit_code::HARNESS_ERROR);
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
                 }
+                std::process::exit(exit_code::HARNESS_ERROR);
             }
         }
     });

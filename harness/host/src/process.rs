@@ -145,6 +145,23 @@ impl ProcessLauncher {
         if let Some(dir) = &self.options.current_dir {
             command.current_dir(dir);
         }
+        if let Some(&original) = ORIGINAL_SOFT_LIMIT.get() {
+            // SAFETY: runs in the child between fork and exec, and calls
+            // only setrlimit, which is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    let mut limit = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                        limit.rlim_cur = original;
+                        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = command.spawn().map_err(|e| {
             HostError::from_launch_io(
                 format!(
@@ -476,6 +493,38 @@ pub fn run_marker() -> &'static str {
             .map_or(0, |d| d.as_nanos());
         format!("{}-{nanos}", std::process::id())
     })
+}
+
+/// The soft descriptor limit this process was started with, when
+/// [`raise_descriptor_limit`] raised it: adapters get it back.
+static ORIGINAL_SOFT_LIMIT: std::sync::OnceLock<libc::rlim_t> = std::sync::OnceLock::new();
+
+/// Raises this process's soft descriptor limit to its hard limit and
+/// returns the limit now in force. Adapters started afterwards still get
+/// the soft limit the harness was given: the harness needs descriptors for
+/// many jobs, a host should run as its users run it.
+pub fn raise_descriptor_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                let _ = ORIGINAL_SOFT_LIMIT.set(limit.rlim_cur);
+                return Some(raised.rlim_cur as u64);
+            }
+        }
+    }
+    Some(limit.rlim_cur as u64)
 }
 
 /// Process groups of adapters started and not yet stopped by this process.

@@ -138,26 +138,8 @@ fn soft_limit() -> Option<u64> {
 /// Raises this process's soft descriptor limit to its hard limit, as test
 /// runners do: every job costs descriptors, and the soft default (1024 on
 /// many systems) is an accident of history, not a choice of the user's.
-/// Returns the limit now in force.
+/// Adapters are started with the limit the harness was given (see
+/// [`delegation_host::process::raise_descriptor_limit`]).
 pub fn raise_descriptor_limit() -> Option<u64> {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit and setrlimit read and write one rlimit we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return None;
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            let raised = libc::rlimit {
-                rlim_cur: limit.rlim_max,
-                rlim_max: limit.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                return Some(raised.rlim_cur as u64);
-            }
-        }
-    }
-    Some(limit.rlim_cur as u64)
+    delegation_host::process::raise_descriptor_limit()
 }

@@ -222,16 +222,22 @@ fn redact_value(value: &mut Value, text: &impl Fn(&mut String)) {
         Value::String(s) => text(s),
         Value::Array(items) => items.iter_mut().for_each(|v| redact_value(v, text)),
         Value::Object(map) => {
-            // Keys too: a host may name something after a secret.
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for key in keys {
-                let mut renamed = key.clone();
-                text(&mut renamed);
-                if let Some(mut v) = map.remove(&key) {
-                    redact_value(&mut v, text);
-                    map.insert(renamed, v);
+            // Keys too: a host may name something after a secret. Only
+            // those are moved; a transcript has many keys and few secrets.
+            let renamed: Vec<(String, String)> = map
+                .keys()
+                .filter_map(|key| {
+                    let mut redacted = key.clone();
+                    text(&mut redacted);
+                    (redacted != *key).then(|| (key.clone(), redacted))
+                })
+                .collect();
+            for (key, redacted) in renamed {
+                if let Some(v) = map.remove(&key) {
+                    map.insert(redacted, v);
                 }
             }
+            map.values_mut().for_each(|v| redact_value(v, text));
         }
         _ => {}
     }

@@ -354,7 +354,7 @@ fn tc_run_with_descriptor_limit(limit: Option<u32>) -> Output {
     Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "{ulimit}exec '{bin}' run --scenarios '{}' --filter 'tc/*' --jobs 16 --seed 1",
+            "{ulimit}exec '{bin}' run --scenarios '{}' --filter 'tc/*' --jobs 16 --seed 1 --step-timeout-ms 10000",
             scenarios.display()
         ))
         .env("NO_COLOR", "1")
@@ -757,5 +757,40 @@ fn require_ran_fails_a_run_that_ran_fewer_scenarios_and_passes_one_that_ran_enou
         stderr(&o).contains("coverage below --require-ran 100000"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn the_harness_raises_its_descriptor_limit_but_adapters_keep_the_one_it_was_given() {
+    let work = tempfile::tempdir().unwrap();
+    let (adapter_limit, harness_limits) =
+        (work.path().join("adapter"), work.path().join("harness"));
+    // The adapter writes its own soft limit and its parent's (the harness's)
+    // limits, then reads its input and answers nothing.
+    let adapter = format!(
+        "sh -c 'ulimit -Sn > {}; grep \"Max open files\" /proc/$PPID/limits > {}; cat > /dev/null'",
+        adapter_limit.display(),
+        harness_limits.display()
+    );
+    let bin = env!("CARGO_BIN_EXE_delegation-harness");
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn 512; exec '{bin}' run --scenarios '{}' --step-timeout-ms 300 --host \"$ADAPTER\"",
+            fixtures().display()
+        ))
+        .env("ADAPTER", &adapter)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}\n{}", stdout(&o), stderr(&o));
+    let harness = std::fs::read_to_string(&harness_limits).unwrap();
+    let limits: Vec<&str> = harness.split_whitespace().skip(3).take(2).collect();
+    // Raised: soft up to hard (the positive control that there was something to restore).
+    assert_eq!(limits[0], limits[1], "{harness}");
+    assert_ne!(limits[0], "512", "{harness}");
+    assert_eq!(
+        std::fs::read_to_string(&adapter_limit).unwrap().trim(),
+        "512"
     );
 }
