@@ -34,7 +34,7 @@ TURN_DEADLINE_S = float(os.environ.get("CODEX_ADAPTER_TURN_DEADLINE_S", "22"))
 SETTLE_S = float(os.environ.get("CODEX_ADAPTER_SETTLE_S", "0.3"))
 MCP_STARTUP_S = float(os.environ.get("CODEX_ADAPTER_MCP_STARTUP_S", "5"))
 # The app-server call behind instance/close: thread/delete (terminal); thread/archive only to
-# reproduce what an archived thread allows (repro/resume_agent_reopens.py --via archive).
+# reproduce what an archived thread allows (README, Findings 5: tr/057 with thread/archive).
 CLOSE_METHOD = os.environ.get("CODEX_ADAPTER_CLOSE_METHOD", "thread/delete")
 
 METHOD_NOT_FOUND = -32601
@@ -62,6 +62,11 @@ LIFECYCLE_OPS = {"sendInput": "send_input", "resumeAgent": "resume", "closeAgent
 # reopened by design (README, Mapping, "Lifecycle tools").
 CAPABILITIES = ["nested-delegation", "mcp", "restart", "fork", "direct-tool-calls",
                 "model-lifecycle-tools", "model-close-tools", "reusable-agents"]
+# CODEX_ADAPTER_REUSABLE_AGENTS=0 leaves `reusable-agents` undeclared, only to reproduce with
+# the harness's own observers what v1's design does (README, Findings 5: tr/058 then runs and
+# the endpoint counts the reopened child's request); a conformance run declares it.
+if os.environ.get("CODEX_ADAPTER_REUSABLE_AGENTS", "1") == "0":
+    CAPABILITIES.remove("reusable-agents")
 
 # Methods of protocol v1 codex has no counterpart for: -32601 (unsupported), see README.
 UNSUPPORTED_METHODS = {

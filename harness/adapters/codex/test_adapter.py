@@ -110,6 +110,12 @@ class Framing(unittest.TestCase):
         # that a model-closed agent may be resumed (README, Lifecycle tools)
         for lifecycle in ("model-lifecycle-tools", "model-close-tools", "reusable-agents"):
             self.assertIn(lifecycle, result["capabilities"])
+        # withheld only to reproduce finding 5 (tr/058 then runs); the tools stay declared
+        withheld = Driver(CODEX_ADAPTER_REUSABLE_AGENTS="0")
+        capabilities = withheld.initialize()["result"]["capabilities"]
+        withheld.close()
+        self.assertNotIn("reusable-agents", capabilities)
+        self.assertIn("model-close-tools", capabilities)
         # codex starts at the first call that needs it, so a scenario found unsupported costs no start
         self.assertFalse(os.path.exists(self.d.log))
         self.d.call("host/configure", {})
