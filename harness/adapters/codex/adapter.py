@@ -933,11 +933,18 @@ class Adapter:
         with self.cond:
             while True:
                 new_approvals = [a for a in self.pending if a not in approvals_before]
+                # a request of this thread from an earlier turn, still unanswered: codex runs
+                # nothing more on the thread (new input waits behind it) until a person answers
+                still_waiting = [a for a in self.pending if a in approvals_before
+                                 and self.state.approvals[a]["instance"] == inst["id"]]
                 entry = self.turns.get(thread) or {}
                 children = self._turn_children(thread, spawned_before)
                 children_busy = [c for c in children if self._busy(c)]
-                if new_approvals:
-                    break
+                if still_waiting or [a for a in new_approvals if self.state.approvals[a]["instance"] == inst["id"]]:
+                    new_approvals += still_waiting
+                    break  # this thread waits for a person's answer
+                if new_approvals and entry.get("done"):
+                    break  # the turn is over and a child it set to work waits for a person's answer
                 if entry.get("done") and not children_busy:
                     # settle: a child's first status change can trail its spawn or its input
                     self.cond.wait(SETTLE_S)
@@ -979,8 +986,12 @@ class Adapter:
         for (parent, child) in self.spawned[spawned_before:]:
             if parent == thread and child not in children:
                 children.append(child)
-        if new_approvals:
-            aid = new_approvals[-1]
+        # a request of this thread is its turn's reply; a child's (the child this turn spawned or
+        # gave input asks to run a tool) is the child's, and the turn's reply is the spawn or the
+        # lifecycle call; the child's request shows pending in the observed approvals
+        own_approvals = [a for a in new_approvals if self.state.approvals[a]["instance"] == inst["id"]]
+        if own_approvals or (new_approvals and not (spawns or children or lifecycle_items or lifecycle_calls)):
+            aid = (own_approvals or new_approvals)[-1]
             approval = self.state.approvals[aid]
             result["turn"] = {"reply": "tool_call", "tool": approval["tool"]}
             result["tool_call"] = {"tool": approval["tool"], "outcome": "pending_approval", "approval": aid}

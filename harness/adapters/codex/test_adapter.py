@@ -230,6 +230,31 @@ class Mapping(unittest.TestCase):
         self.assertEqual({i["id"]: i["state"] for i in observed["instances"]}[child], "completed")
         d.close()
 
+    def test_child_asking_approval_leaves_its_parent_turn_a_spawn(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        result = self.d.call("instance/turn", {"instance": iid, "input": "SPAWN-ASKING now"})["result"]
+        self.assertEqual(result["turn"]["reply"], "spawn")
+        child = result["turn"]["spawn"]["instance"]
+        self.assertNotIn("tool_call", result)
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual([(a["instance"], a["state"]) for a in approvals], [(child, "pending")])
+        answered = self.d.call("approval/answer", {"request": approvals[0]["id"], "decision": "allow"})["result"]
+        self.assertEqual(answered["tool_call"]["outcome"], "executed")
+
+    def test_turn_on_a_thread_waiting_for_an_answer_reports_that_request(self):
+        # codex runs nothing on a thread whose request waits for a person: a new turn there is
+        # reported as that pending request, not waited on until the deadline
+        d = Driver(CODEX_ADAPTER_TURN_DEADLINE_S="3")
+        d.initialize()
+        iid = d.call("instance/start", START)["result"]["instance"]
+        aid = d.call("instance/turn", {"instance": iid, "input": "APPROVE it"})["result"]["tool_call"]["approval"]
+        started = time.monotonic()
+        result = d.call("instance/turn", {"instance": iid, "input": "hello again"})
+        self.assertLess(time.monotonic() - started, 2)
+        self.assertEqual(result["result"]["tool_call"], {"tool": "exec_command", "outcome": "pending_approval",
+                                                          "approval": aid})
+        d.close()
+
     def test_approval_pending_then_answered(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
         result = self.d.call("instance/turn", {"instance": iid, "input": "APPROVE this"})["result"]

@@ -6,7 +6,9 @@ named (thread/name/set) or run a turn, as codex does; a turn appends a turn_cont
 with the thread's permission profile. Input containing SPAWN spawns a child thread
 (thread/started with parentThreadId, a collabAgentToolCall item, a child rollout with
 source.subagent depth); SPAWN-READONLY gives the child a read-only profile of its own;
-APPROVE raises item/commandExecution/requestApproval and waits for the answer; POKE gives
+SPAWN-ASKING spawns a child whose own turn (beside its parent's, as in codex) asks approval;
+APPROVE raises item/commandExecution/requestApproval and waits for the answer (a turn/start
+meanwhile starts nothing, the input waits behind the running turn); POKE gives
 the thread's last child input as codex's send_input does (a sendInput collabAgentToolCall
 item, then the child's own turn, which outlasts the parent's by FAKE_POKED_TURN_S); anything
 else answers with an agentMessage. thread/delete removes the rollout (refused while a fork
@@ -152,7 +154,10 @@ def run_turn(thread, turn, text, policy=None, busy_s=0.0):
         send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": {
             "type": "collabAgentToolCall", "id": fresh("item"), "tool": "spawnAgent", "status": "completed",
             "senderThreadId": thread, "receiverThreadIds": [child], "agentsStates": {}}}})
-        run_turn(child, fresh("turn"), "child work")
+        if "SPAWN-ASKING" in text:
+            threading.Thread(target=run_turn, args=(child, fresh("turn"), "APPROVE child work"), daemon=True).start()
+        else:
+            run_turn(child, fresh("turn"), "child work")
     if "POKE" in text and children.get(thread):
         child = children[thread][-1]
         send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": {
@@ -241,6 +246,10 @@ def handle(method, params, rid):
             raise LookupError("thread not found: %s" % thread)
         turn = fresh("turn")
         text = "".join(i.get("text", "") for i in params.get("input", []))
+        if thread in active:
+            # codex keeps input for a thread whose turn is still running (e.g. waiting for an
+            # approval) behind that turn: nothing starts now
+            return {"turn": {"id": turn, "status": "inProgress"}}
         threading.Thread(target=run_turn, args=(thread, turn, text, params.get("sandboxPolicy")), daemon=True).start()
         return {"turn": {"id": turn, "status": "inProgress"}}
     if method == "mcpServer/tool/call":
