@@ -50,8 +50,11 @@ TERMINAL = ("closed", "cancelled", "failed")
 DEFAULT_CEILING = {"sandbox": "read-only", "approval_policy": "never", "tools": {}, "cwd": "/",
                    "provider": "harness", "delegation_depth": 0}
 MULTI_AGENT_TOOLS = ("spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent")
-# codex's collabAgentToolCall tools that act on an existing child, as protocol lifecycle ops
+# codex's collabAgentToolCall tools that act on an existing child, as protocol lifecycle ops,
+# and the multi_agent_v1 tools the model calls for them
 LIFECYCLE_OPS = {"sendInput": "send_input", "resumeAgent": "resume", "closeAgent": "close", "wait": "wait"}
+LIFECYCLE_TOOL_OPS = {"send_input": "send_input", "resume_agent": "resume", "close_agent": "close",
+                      "wait_agent": "wait"}
 
 # What codex 0.171.0 has (README, Mapping). The model-side lifecycle tools are codex's
 # multi_agent_v1 send_input, resume_agent, close_agent and wait_agent, reached by the endpoint's
@@ -1009,7 +1012,7 @@ class Adapter:
         elif lifecycle_items:
             result["turn"] = self._lifecycle_report(lifecycle_items[0])
         elif lifecycle_calls:
-            result["turn"] = self._lifecycle_refusal(thread, *lifecycle_calls[0])
+            result["turn"] = self._lifecycle_without_item(thread, *lifecycle_calls[0])
         elif self.state.spawn_asked.get(thread, 0) > entry.get("spawn_asked", 0):
             result["turn"] = {"reply": "spawn", "spawn": {
                 "outcome": "denied", "reason": "policy_denied", "inferred": ["reason"],
@@ -1078,19 +1081,25 @@ class Adapter:
                            "; codex answered the model: %s" % said[:300] if said else "")}
         return {"reply": "lifecycle", "op": LIFECYCLE_OPS[item["tool"]], "target": target, "lifecycle": outcome}
 
-    def _lifecycle_refusal(self, thread, call_id, call):
-        """The TurnReport of a lifecycle call codex answered without acting on a child (no
-        collabAgentToolCall item: codex refused the call before it reached an agent, e.g. an id
-        it has no agent for). codex's answer to the model, seen by the relay, is the detail;
-        the reason in the harness's words is the adapter's reading, marked."""
+    def _lifecycle_without_item(self, thread, call_id, call):
+        """The TurnReport of a lifecycle call codex showed no collabAgentToolCall item for, from
+        what codex answered the model (seen by the relay in the next request): a tool result
+        (a JSON object) is codex carrying the call out; anything else is its refusal before the
+        call reached an agent (e.g. "agent with id … not found"), whose reason in the harness's
+        words is the adapter's reading, marked."""
         tool, scripted = call
         output = self.state.lifecycle_outputs.get(thread, {}).get(call_id)
         target = scripted or "unknown"
+        try:
+            carried_out = isinstance(json.loads(output), dict)
+        except (TypeError, ValueError):
+            carried_out = False
+        if carried_out:
+            return {"reply": "lifecycle", "op": LIFECYCLE_TOOL_OPS[tool], "target": target,
+                    "lifecycle": {"outcome": "ok", "instance": target}}
         inst = self.state.instances.get(target) or {}
         reason = "instance_terminal" if inst.get("state") in TERMINAL else "instance_unknown"
-        op = LIFECYCLE_OPS[{"send_input": "sendInput", "resume_agent": "resumeAgent",
-                            "close_agent": "closeAgent", "wait_agent": "wait"}[tool]]
-        return {"reply": "lifecycle", "op": op, "target": target, "lifecycle": {
+        return {"reply": "lifecycle", "op": LIFECYCLE_TOOL_OPS[tool], "target": target, "lifecycle": {
             "outcome": "denied", "reason": reason, "inferred": ["reason"],
             "detail": "codex ran no %s and answered the model: %s" % (tool, (output or "(nothing seen)")[:300])}}
 

@@ -745,6 +745,9 @@ class AgentIds(unittest.TestCase):
         self.assertEqual(turn["lifecycle"]["reason"], "instance_terminal")
         self.assertEqual(turn["lifecycle"]["inferred"], ["reason"])
         self.assertIn("agent with id T2 not found", turn["lifecycle"]["detail"])
+        # a tool result without an item is codex carrying the call out
+        a.state.lifecycle_outputs["T1"]["c5"] = json.dumps({"submission_id": "s-1"})
+        self.assertEqual(a._turn_report(root, "T1", 0, [])["turn"]["lifecycle"], {"outcome": "ok", "instance": child["id"]})
         # codex's own item, when there is one, says what it did
         a.turns["T1"]["items"].insert(0, {"type": "collabAgentToolCall", "id": "c6", "tool": "resumeAgent",
                                           "status": "failed", "senderThreadId": "T1", "receiverThreadIds": ["T2"],
