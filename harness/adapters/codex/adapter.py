@@ -1531,47 +1531,58 @@ def map_tool_calls(data, offered, agent_ids=None, lifecycle_calls=None):
       unchanged, for codex to refuse. Each such call is noted in `lifecycle_calls` (when
       given) as {call_id: (tool name, the id the endpoint scripted)}, so the adapter can
       report what codex answered the model for it.
-    Everything else (spawn_agent, built-in tools, unknown tools) passes unchanged. `data` is
-    the endpoint's answer: SSE text or one JSON document.
+    Everything else (spawn_agent, built-in tools, unknown tools) passes unchanged, byte for
+    byte: only a JSON document (an SSE data line) holding a rewritten call is re-serialised.
+    `data` is the endpoint's answer: SSE text or one JSON document.
     """
     if not (offered or agent_ids) or b'"function_call"' not in data:
         return data
     agent_ids = agent_ids or {}
 
     def fix(value):
+        """Rewrite the calls inside `value` in place; whether any was rewritten."""
+        changed = False
         if isinstance(value, dict):
             if (value.get("type") == "function_call" and not value.get("namespace")
                     and isinstance(value.get("name"), str) and codex_tool_name(value["name"]) in offered):
                 namespace, name = offered[codex_tool_name(value["name"])]
                 value["namespace"] = namespace
                 value["name"] = name
+                changed = True
             elif (value.get("type") == "function_call" and value.get("namespace") == MULTI_AGENT_NAMESPACE
                     and value.get("name") in AGENT_ID_ARGUMENTS):
+                key = AGENT_ID_ARGUMENTS[value["name"]]
                 if lifecycle_calls is not None:
                     lifecycle_calls[value.get("call_id") or ""] = (
-                        value["name"], scripted_agent_id(value.get("arguments"), AGENT_ID_ARGUMENTS[value["name"]]))
-                value["arguments"] = codex_agent_arguments(value.get("arguments"),
-                                                           AGENT_ID_ARGUMENTS[value["name"]], agent_ids)
+                        value["name"], scripted_agent_id(value.get("arguments"), key))
+                arguments = codex_agent_arguments(value.get("arguments"), key, agent_ids)
+                changed = arguments is not value.get("arguments")
+                value["arguments"] = arguments
             for v in value.values():
-                fix(v)
+                changed = fix(v) or changed
         elif isinstance(value, list):
             for v in value:
-                fix(v)
-        return value
+                changed = fix(v) or changed
+        return changed
+
+    def rewritten(document):
+        """The JSON text `document` with its calls rewritten, or None when it holds none to rewrite."""
+        try:
+            parsed = json.loads(document)
+        except ValueError:
+            return None
+        return json.dumps(parsed) if fix(parsed) else None
 
     text = data.decode("utf-8")
     if text.lstrip().startswith("{"):
-        try:
-            return json.dumps(fix(json.loads(text))).encode()
-        except ValueError:
-            return data
+        whole = rewritten(text)
+        return data if whole is None else whole.encode()
     out = []
     for line in text.split("\n"):
         if line.startswith("data:"):
-            try:
-                line = "data: " + json.dumps(fix(json.loads(line[5:])))
-            except ValueError:
-                pass
+            event = rewritten(line[5:])
+            if event is not None:
+                line = "data: " + event
         out.append(line)
     return "\n".join(out).encode()
 

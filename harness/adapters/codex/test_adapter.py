@@ -683,6 +683,15 @@ class AgentIds(unittest.TestCase):
         self.assertEqual(items, [unknown, spawn, outside])
         self.assertEqual(items[0]["arguments"], unknown["arguments"])
 
+    def test_answer_without_a_call_to_rewrite_passes_byte_for_byte(self):
+        spawn = lifecycle_call("spawn_agent", {"message": "task", "agent_type": "worker"})
+        # spacing json.dumps would not write: a re-serialised line would differ
+        data = (b"event: response.output_item.done\ndata:   "
+                + json.dumps({"item": spawn}, separators=(" , ", " : ")).encode() + b"\n\n")
+        self.assertEqual(adapter.map_tool_calls(data, {"notes_read": ("mcp__harness", "notes_read")}, self.IDS), data)
+        unknown = json.dumps({"output": [lifecycle_call("close_agent", {"target": "i-9"})]}, indent=1).encode()  # one JSON document
+        self.assertEqual(adapter.map_tool_calls(unknown, {}, self.IDS), unknown)
+
     def test_json_answer_maps_ids_beside_mcp_names(self):
         offered = {"notes_read": ("mcp__harness", "notes_read")}
         doc = json.dumps({"output": [lifecycle_call("close_agent", {"target": "i-2"}),
