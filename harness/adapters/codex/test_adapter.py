@@ -770,5 +770,35 @@ class AgentIds(unittest.TestCase):
                           "lifecycle": {"outcome": "ok", "instance": child["id"]}})
 
 
+class Expectations(unittest.TestCase):
+    """conformance/expectations.py: reasons composed from what codex lacks, hand-checked failures only."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(HERE, "conformance"))
+        import expectations
+        self.x = expectations
+
+    def test_reasons_name_the_missing_capability_property_or_method(self):
+        twins = {"tr/001-x": "tr/036-x-spawned"}
+        self.assertEqual(self.x.reason_for("a", [("capability", "receipts"), ("capability", "clock")], {}),
+                         self.x.CAPABILITY["receipts"] + "; " + self.x.CAPABILITY["clock"])
+        self.assertIn("its spawn-based twin tr/036-x-spawned is what runs on codex",
+                      self.x.reason_for("tr/001-x", [("method", "instance/delegate")], twins))
+        self.assertIn("no spawn-based twin", self.x.reason_for("ce/001-y", [("method", "instance/delegate")], twins))
+        self.assertEqual(self.x.causes_from_report(["wait", "method `instance/cancel` (step 3)",
+                                                     "what this scenario asks of it: it declares `reusable-agents`"]),
+                         [("capability", "wait"), ("method", "instance/cancel"), ("property", "reusable-agents")])
+        with self.assertRaises(SystemExit):
+            self.x.reason_for("a", [("capability", "teleportation")], {})
+
+    def test_known_unsupported_causes_are_derived_again(self):
+        scenario = {"id": "z", "needs": ["nested-delegation", "wait", "full-access-children"], "unless": ["reusable-agents"]}
+        self.assertEqual(self.x.causes_again(scenario, None), [("capability", "wait"), ("property", "reusable-agents")])
+        self.assertEqual(self.x.causes_again({"id": "z", "needs": []}, self.x.METHOD["instance/cancel"] + "; more"),
+                         [("method", "instance/cancel")])
+        with self.assertRaises(SystemExit):
+            self.x.causes_again({"id": "z", "needs": []}, "no reason anyone wrote")
+
+
 if __name__ == "__main__":
     unittest.main()
