@@ -8,7 +8,8 @@ talks to the harness's model endpoint through a small loopback relay that
 only adds the `x-delegation-instance` / `x-delegation-role` headers, derived
 from the `thread-id` header codex itself sends; request bodies pass unchanged,
 so the endpoint still counts every request, and in the answers only a scripted
-call to an MCP tool codex offered is renamed to codex's namespaced name.
+call to an MCP tool codex offered is renamed to codex's namespaced name and the
+instance ids in a scripted multi-agent lifecycle call become codex's agent ids.
 
 See README.md beside this file for the mapping, what is unsupported and why,
 and the findings.
@@ -33,7 +34,7 @@ TURN_DEADLINE_S = float(os.environ.get("CODEX_ADAPTER_TURN_DEADLINE_S", "22"))
 SETTLE_S = float(os.environ.get("CODEX_ADAPTER_SETTLE_S", "0.3"))
 MCP_STARTUP_S = float(os.environ.get("CODEX_ADAPTER_MCP_STARTUP_S", "5"))
 # The app-server call behind instance/close: thread/delete (terminal); thread/archive only to
-# reproduce what an archived thread allows (repro/resume_agent_reopens.py --via archive).
+# reproduce what an archived thread allows (README, Findings 5: tr/057 with thread/archive).
 CLOSE_METHOD = os.environ.get("CODEX_ADAPTER_CLOSE_METHOD", "thread/delete")
 
 METHOD_NOT_FOUND = -32601
@@ -49,6 +50,26 @@ TERMINAL = ("closed", "cancelled", "failed")
 DEFAULT_CEILING = {"sandbox": "read-only", "approval_policy": "never", "tools": {}, "cwd": "/",
                    "provider": "harness", "delegation_depth": 0}
 MULTI_AGENT_TOOLS = ("spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent")
+# codex's collabAgentToolCall tools that act on an existing child, as protocol lifecycle ops,
+# and the multi_agent_v1 tools the model calls for them
+LIFECYCLE_OPS = {"sendInput": "send_input", "resumeAgent": "resume", "closeAgent": "close", "wait": "wait"}
+LIFECYCLE_TOOL_OPS = {"send_input": "send_input", "resume_agent": "resume", "close_agent": "close",
+                      "wait_agent": "wait"}
+
+# What codex 0.171.0 has (README, Mapping). The model-side lifecycle tools are codex's
+# multi_agent_v1 send_input, resume_agent, close_agent and wait_agent, reached by the endpoint's
+# scripted calls once the relay names the child by codex's agent id. `reusable-agents` is a
+# property of v1, not a feature: codex's close_agent shuts an agent down and resume_agent
+# exists to reopen it ("Resume a previously closed agent by id so it can receive send_input
+# and wait_agent calls", codex's own tool description), so a child its model closed may be
+# reopened by design (README, Mapping, "Lifecycle tools").
+CAPABILITIES = ["nested-delegation", "mcp", "restart", "fork", "direct-tool-calls",
+                "model-lifecycle-tools", "model-close-tools", "reusable-agents"]
+# CODEX_ADAPTER_REUSABLE_AGENTS=0 leaves `reusable-agents` undeclared, only to reproduce with
+# the harness's own observers what v1's design does (README, Findings 5: tr/058 then runs and
+# the endpoint counts the reopened child's request); a conformance run declares it.
+if os.environ.get("CODEX_ADAPTER_REUSABLE_AGENTS", "1") == "0":
+    CAPABILITIES.remove("reusable-agents")
 
 # Methods of protocol v1 codex has no counterpart for: -32601 (unsupported), see README.
 UNSUPPORTED_METHODS = {
@@ -144,6 +165,8 @@ class State:
         self.approvals = {}  # id -> dict (persisted part)
         self.spawn_asked = {}  # thread -> model answers carrying a spawn_agent call (seen by the relay)
         self.refused_calls = {}  # thread -> {call_id: tool name} codex answered "unsupported call" (seen by the relay)
+        self.lifecycle_calls = {}  # thread -> {call_id: (codex tool, scripted id)} lifecycle calls the relay passed to codex
+        self.lifecycle_outputs = {}  # thread -> {call_id: codex's output to the model for that call} (seen by the relay)
         if os.path.exists(self.path):
             with open(self.path) as f:
                 data = json.load(f)
@@ -216,6 +239,11 @@ class State:
             inst["policy"] = None
             inst["tools"] = list(parent.get("tools") or [])
 
+    def agent_ids(self):
+        """{protocol instance id: codex agent id}: codex names an agent by its thread id."""
+        with self.lock:
+            return {iid: inst["thread"] for iid, inst in self.instances.items() if inst.get("thread")}
+
     def set_state(self, iid, state):
         with self.lock:
             inst = self.instances.get(iid)
@@ -244,10 +272,15 @@ def make_relay(target_base, state):
                        if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
             thread = self.headers.get("thread-id") or self.headers.get("session-id")
             if thread:
-                refused = refused_calls(body)
-                if refused:
-                    with state.lock:
+                outputs = trailing_outputs(body)
+                refused = refused_calls(outputs)
+                with state.lock:
+                    if refused:
                         state.refused_calls.setdefault(thread, {}).update(refused)
+                    called = state.lifecycle_calls.get(thread, {})
+                    answered = {cid: out for cid, out in outputs.items() if cid in called}
+                    if answered:
+                        state.lifecycle_outputs.setdefault(thread, {}).update(answered)
                 inst = state.instance_for_thread(thread)
                 headers["x-delegation-instance"] = inst["id"]
                 headers["x-delegation-role"] = inst.get("role") or "worker"
@@ -266,7 +299,11 @@ def make_relay(target_base, state):
                 return
             finally:
                 conn.close()
-            data = map_tool_calls(data, offered_mcp_tools(body))
+            passed = {}
+            data = map_tool_calls(data, offered_mcp_tools(body), state.agent_ids(), passed)
+            if thread and passed:
+                with state.lock:
+                    state.lifecycle_calls.setdefault(thread, {}).update(passed)
             if thread and b'"spawn_agent"' in data:
                 # the model asked this thread to spawn; whether codex obeyed shows in the items
                 with state.lock:
@@ -690,7 +727,7 @@ class Adapter:
             self.launch = ([binary, "app-server"], child_env)
         self.initialized = True
         return {"host": {"name": "codex", "version": CODEX_VERSION}, "protocol_version": "1.0",
-                "capabilities": ["nested-delegation", "mcp", "restart", "fork", "direct-tool-calls"]}
+                "capabilities": CAPABILITIES}
 
     def configure(self, p):
         if p.get("auto_approve"):
@@ -847,7 +884,8 @@ class Adapter:
             approvals_before = set(self.pending)
             self.turns[thread] = {"items": [], "done": False, "turn_id": None,
                                   "spawn_asked": self.state.spawn_asked.get(thread, 0),
-                                  "refused_before": set(self.state.refused_calls.get(thread, {}))}
+                                  "refused_before": set(self.state.refused_calls.get(thread, {})),
+                                  "lifecycle_before": set(self.state.lifecycle_calls.get(thread, {}))}
         params = {"threadId": thread, "input": [{"type": "text", "text": p.get("input", ""), "text_elements": []}]}
         if inst.get("policy"):
             params["sandboxPolicy"] = inst["policy"]
@@ -856,9 +894,11 @@ class Adapter:
         if thread not in self.loaded:
             refused = self.reload(inst)
             if refused is not None:
+                self._no_turn(thread)
                 return refused
         answer = self.server.call("turn/start", params)
         if "error" in answer:
+            self._no_turn(thread)
             message = answer["error"].get("message", "")
             if inst["state"] in TERMINAL:
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
@@ -867,6 +907,14 @@ class Adapter:
         with self.cond:
             self.turns[thread]["turn_id"] = turn_id
         return self._await_turn(inst, thread, spawned_before, approvals_before)
+
+    def _no_turn(self, thread):
+        """codex started no turn on the thread: nothing of it is running, so a later turn of its
+        parent that waits for the thread (a child it gives input or reopens) does not wait on it."""
+        with self.cond:
+            if thread in self.turns and self.turns[thread].get("turn_id") is None:
+                self.turns[thread]["done"] = True
+            self.cond.notify_all()
 
     def reload(self, inst):
         """Load a thread of an earlier codex process (before a restart) into this one.
@@ -888,15 +936,22 @@ class Adapter:
         with self.cond:
             while True:
                 new_approvals = [a for a in self.pending if a not in approvals_before]
+                # a request of this thread from an earlier turn, still unanswered: codex runs
+                # nothing more on the thread (new input waits behind it) until a person answers
+                still_waiting = [a for a in self.pending if a in approvals_before
+                                 and self.state.approvals[a]["instance"] == inst["id"]]
                 entry = self.turns.get(thread) or {}
-                children = [c for (_p, c) in self.spawned[spawned_before:]]
+                children = self._turn_children(thread, spawned_before)
                 children_busy = [c for c in children if self._busy(c)]
-                if new_approvals:
-                    break
+                if still_waiting or [a for a in new_approvals if self.state.approvals[a]["instance"] == inst["id"]]:
+                    new_approvals += still_waiting
+                    break  # this thread waits for a person's answer
+                if new_approvals and entry.get("done"):
+                    break  # the turn is over and a child it set to work waits for a person's answer
                 if entry.get("done") and not children_busy:
-                    # settle: a child's first status change can trail its spawn
+                    # settle: a child's first status change can trail its spawn or its input
                     self.cond.wait(SETTLE_S)
-                    children = [c for (_p, c) in self.spawned[spawned_before:]]
+                    children = self._turn_children(thread, spawned_before)
                     if not [c for c in children if self._busy(c)] and not [a for a in self.pending if a not in approvals_before]:
                         break
                     continue
@@ -905,6 +960,16 @@ class Adapter:
                     raise ProtocolError(HOST_FAILURE, "codex turn on %s did not finish within %.0f s" % (inst["id"], TURN_DEADLINE_S))
                 self.cond.wait(min(left, 0.2))
             return self._turn_report(inst, thread, spawned_before, new_approvals)
+
+    def _turn_children(self, thread, spawned_before):
+        """The children a turn set to work: those spawned in it, and those its model gave
+        input or reopened (codex's sendInput and resumeAgent items name them), whose own turns
+        codex runs beside or after the parent's. The turn is over when they are idle too."""
+        children = [c for (_p, c) in self.spawned[spawned_before:]]
+        for item in (self.turns.get(thread) or {}).get("items") or []:
+            if item.get("type") == "collabAgentToolCall" and item.get("tool") in ("sendInput", "resumeAgent"):
+                children += [c for c in item.get("receiverThreadIds") or [] if c not in children]
+        return children
 
     def _busy(self, thread):
         entry = self.turns.get(thread)
@@ -917,12 +982,19 @@ class Adapter:
         items = entry.get("items") or []
         result = {"outcome": "ok", "instance": inst["id"]}
         spawns = [i for i in items if i.get("type") == "collabAgentToolCall" and i.get("tool") == "spawnAgent"]
+        lifecycle_items = [i for i in items if i.get("type") == "collabAgentToolCall" and i.get("tool") in LIFECYCLE_OPS]
+        lifecycle_calls = [(cid, call) for cid, call in self.state.lifecycle_calls.get(thread, {}).items()
+                           if cid not in entry.get("lifecycle_before", set())]
         children = []
         for (parent, child) in self.spawned[spawned_before:]:
             if parent == thread and child not in children:
                 children.append(child)
-        if new_approvals:
-            aid = new_approvals[-1]
+        # a request of this thread is its turn's reply; a child's (the child this turn spawned or
+        # gave input asks to run a tool) is the child's, and the turn's reply is the spawn or the
+        # lifecycle call; the child's request shows pending in the observed approvals
+        own_approvals = [a for a in new_approvals if self.state.approvals[a]["instance"] == inst["id"]]
+        if own_approvals or (new_approvals and not (spawns or children or lifecycle_items or lifecycle_calls)):
+            aid = (own_approvals or new_approvals)[-1]
             approval = self.state.approvals[aid]
             result["turn"] = {"reply": "tool_call", "tool": approval["tool"]}
             result["tool_call"] = {"tool": approval["tool"], "outcome": "pending_approval", "approval": aid}
@@ -937,6 +1009,10 @@ class Adapter:
                     "outcome": "denied", "reason": "policy_denied", "inferred": ["reason"],
                     "detail": "codex's spawn_agent call ended %s without a child thread" % status}}
                 result["inferred"] = ["spawn"]
+        elif lifecycle_items:
+            result["turn"] = self._lifecycle_report(lifecycle_items[0])
+        elif lifecycle_calls:
+            result["turn"] = self._lifecycle_without_item(thread, *lifecycle_calls[0])
         elif self.state.spawn_asked.get(thread, 0) > entry.get("spawn_asked", 0):
             result["turn"] = {"reply": "spawn", "spawn": {
                 "outcome": "denied", "reason": "policy_denied", "inferred": ["reason"],
@@ -982,6 +1058,50 @@ class Adapter:
                 texts = [i.get("text") or "" for i in items if i.get("type") == "agentMessage"]
                 result["turn"] = {"reply": "message", "text": texts[-1] if texts else ""}
         return result
+
+    def _lifecycle_report(self, item):
+        """The TurnReport of a model's call of one of codex's lifecycle tools on a child, from
+        codex's collabAgentToolCall item: the op, the child, and whether codex carried it out.
+
+        codex's item says completed or failed and the child's status (`agentsStates`), not
+        why in the harness's words: a refusal's reason is the adapter's reading, marked."""
+        receivers = item.get("receiverThreadIds") or []
+        target = self.state.by_thread.get(receivers[0], receivers[0]) if receivers else "unknown"
+        said = self.state.lifecycle_outputs.get(item.get("senderThreadId"), {}).get(item.get("id"))
+        if item.get("status") == "completed":
+            outcome = {"outcome": "ok", "instance": target}
+        else:
+            states = item.get("agentsStates") or {}
+            status = ((states.get(receivers[0]) if receivers else None) or {}).get("status")
+            inst = self.state.instances.get(target) or {}
+            reason = "instance_terminal" if inst.get("state") in TERMINAL else "instance_unknown"
+            outcome = {"outcome": "denied", "reason": reason, "inferred": ["reason"],
+                       "detail": "codex's %s call ended %s (agent status %s)%s" % (
+                           item.get("tool"), item.get("status"), status,
+                           "; codex answered the model: %s" % said[:300] if said else "")}
+        return {"reply": "lifecycle", "op": LIFECYCLE_OPS[item["tool"]], "target": target, "lifecycle": outcome}
+
+    def _lifecycle_without_item(self, thread, call_id, call):
+        """The TurnReport of a lifecycle call codex showed no collabAgentToolCall item for, from
+        what codex answered the model (seen by the relay in the next request): a tool result
+        (a JSON object) is codex carrying the call out; anything else is its refusal before the
+        call reached an agent (e.g. "agent with id … not found"), whose reason in the harness's
+        words is the adapter's reading, marked."""
+        tool, scripted = call
+        output = self.state.lifecycle_outputs.get(thread, {}).get(call_id)
+        target = scripted or "unknown"
+        try:
+            carried_out = isinstance(json.loads(output), dict)
+        except (TypeError, ValueError):
+            carried_out = False
+        if carried_out:
+            return {"reply": "lifecycle", "op": LIFECYCLE_TOOL_OPS[tool], "target": target,
+                    "lifecycle": {"outcome": "ok", "instance": target}}
+        inst = self.state.instances.get(target) or {}
+        reason = "instance_terminal" if inst.get("state") in TERMINAL else "instance_unknown"
+        return {"reply": "lifecycle", "op": LIFECYCLE_TOOL_OPS[tool], "target": target, "lifecycle": {
+            "outcome": "denied", "reason": reason, "inferred": ["reason"],
+            "detail": "codex ran no %s and answered the model: %s" % (tool, (output or "(nothing seen)")[:300])}}
 
     def answer(self, p):
         aid = p.get("request")
@@ -1357,46 +1477,112 @@ def codex_tool_name(name):
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
 
-def map_tool_calls(data, offered):
-    """Rewrite the harness model's function calls to MCP tools into codex's own names.
+# The multi-agent v1 tools of codex 0.171.0 whose arguments name an agent, and the argument
+# that does (a list of ids for wait_agent), as codex's own tool definitions in every request
+# say. An agent id is the agent's thread id: spawn_agent's output `agent_id`.
+AGENT_ID_ARGUMENTS = {"send_input": "target", "close_agent": "target", "resume_agent": "id",
+                      "wait_agent": "targets"}
+MULTI_AGENT_NAMESPACE = "multi_agent_v1"
 
-    The harness's endpoint scripts a call by the tool's MCP name (`notes.read`), as a plain
-    function call; codex offers MCP tools inside a namespace `mcp__SERVER` under a sanitised
-    name (`notes_read`). `offered` maps a plain name to (namespace, codex name) for the MCP
-    tools of the request codex made. Only function calls without a namespace whose name is
-    one of those are rewritten; everything else (spawn_agent, built-in tools, unknown tools)
-    passes unchanged. `data` is the endpoint's answer: SSE text or one JSON document.
+
+def codex_agent_arguments(arguments, key, agent_ids):
+    """A multi-agent call's JSON arguments with the protocol instance ids under `key` replaced
+    by codex's agent ids; unchanged (the same string) when no value names a known instance."""
+    try:
+        args = json.loads(arguments)
+    except (TypeError, ValueError):
+        return arguments
+    if not isinstance(args, dict) or key not in args:
+        return arguments
+    value = args[key]
+    if isinstance(value, str) and value in agent_ids:
+        args[key] = agent_ids[value]
+    elif isinstance(value, list) and any(isinstance(v, str) and v in agent_ids for v in value):
+        args[key] = [agent_ids.get(v, v) if isinstance(v, str) else v for v in value]
+    else:
+        return arguments
+    return json.dumps(args)
+
+
+def scripted_agent_id(arguments, key):
+    """The (first) agent id a multi-agent call's JSON arguments name under `key`, or None."""
+    try:
+        value = json.loads(arguments).get(key)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, str) else None
+
+
+def map_tool_calls(data, offered, agent_ids=None, lifecycle_calls=None):
+    """Rewrite the harness model's scripted function calls into what codex knows.
+
+    Two rewrites, nothing else:
+    - MCP tool names. The harness's endpoint scripts a call by the tool's MCP name
+      (`notes.read`), as a plain function call; codex offers MCP tools inside a namespace
+      `mcp__SERVER` under a sanitised name (`notes_read`). `offered` maps a plain name to
+      (namespace, codex name) for the MCP tools of the request codex made. Only function
+      calls without a namespace whose name is one of those are rewritten.
+    - Agent ids. The endpoint scripts codex's multi-agent v1 lifecycle calls (send_input,
+      close_agent, resume_agent, wait_agent) with the protocol's instance ids, which codex has
+      never seen; `agent_ids` maps an instance id to its codex thread id (codex's agent id).
+      Only the id arguments of those calls are rewritten; an id that names no instance passes
+      unchanged, for codex to refuse. Each such call is noted in `lifecycle_calls` (when
+      given) as {call_id: (tool name, the id the endpoint scripted)}, so the adapter can
+      report what codex answered the model for it.
+    Everything else (spawn_agent, built-in tools, unknown tools) passes unchanged, byte for
+    byte: only a JSON document (an SSE data line) holding a rewritten call is re-serialised.
+    `data` is the endpoint's answer: SSE text or one JSON document.
     """
-    if not offered or b'"function_call"' not in data:
+    if not (offered or agent_ids) or b'"function_call"' not in data:
         return data
+    agent_ids = agent_ids or {}
 
     def fix(value):
+        """Rewrite the calls inside `value` in place; whether any was rewritten."""
+        changed = False
         if isinstance(value, dict):
             if (value.get("type") == "function_call" and not value.get("namespace")
                     and isinstance(value.get("name"), str) and codex_tool_name(value["name"]) in offered):
                 namespace, name = offered[codex_tool_name(value["name"])]
                 value["namespace"] = namespace
                 value["name"] = name
+                changed = True
+            elif (value.get("type") == "function_call" and value.get("namespace") == MULTI_AGENT_NAMESPACE
+                    and value.get("name") in AGENT_ID_ARGUMENTS):
+                key = AGENT_ID_ARGUMENTS[value["name"]]
+                if lifecycle_calls is not None:
+                    lifecycle_calls[value.get("call_id") or ""] = (
+                        value["name"], scripted_agent_id(value.get("arguments"), key))
+                arguments = codex_agent_arguments(value.get("arguments"), key, agent_ids)
+                changed = arguments is not value.get("arguments")
+                value["arguments"] = arguments
             for v in value.values():
-                fix(v)
+                changed = fix(v) or changed
         elif isinstance(value, list):
             for v in value:
-                fix(v)
-        return value
+                changed = fix(v) or changed
+        return changed
+
+    def rewritten(document):
+        """The JSON text `document` with its calls rewritten, or None when it holds none to rewrite."""
+        try:
+            parsed = json.loads(document)
+        except ValueError:
+            return None
+        return json.dumps(parsed) if fix(parsed) else None
 
     text = data.decode("utf-8")
     if text.lstrip().startswith("{"):
-        try:
-            return json.dumps(fix(json.loads(text))).encode()
-        except ValueError:
-            return data
+        whole = rewritten(text)
+        return data if whole is None else whole.encode()
     out = []
     for line in text.split("\n"):
         if line.startswith("data:"):
-            try:
-                line = "data: " + json.dumps(fix(json.loads(line[5:])))
-            except ValueError:
-                pass
+            event = rewritten(line[5:])
+            if event is not None:
+                line = "data: " + event
         out.append(line)
     return "\n".join(out).encode()
 
@@ -1410,31 +1596,35 @@ MCP_SERVER_FAILED = "tool call failed for `"
 APPROVAL_NEVER = "requires approval, but approval policy is never"
 
 
-def refused_calls(body):
-    """{call_id: tool name} of the calls codex refused as unknown, from a Responses request body.
-
-    When the model calls a tool the thread is not offered (removed from the MCP server, never
-    enabled for it, or withheld), codex runs nothing and sends the model the output
-    "unsupported call: NAME"; app-server shows no item for it, so the request is where the
-    adapter sees codex's refusal.
-    """
+def trailing_outputs(body):
+    """{call_id: output text} of the tool outputs that end a Responses request body: what codex
+    answered the model for the calls of the model's previous answer."""
     try:
         items = json.loads(body).get("input") or []
     except (ValueError, AttributeError):
         return {}
     if not isinstance(items, list):
         return {}
-    trailing = []
+    outputs = {}
     for item in reversed(items):  # only the outputs that end the request: this answer's calls
         if not (isinstance(item, dict) and item.get("type") == "function_call_output"):
             break
-        trailing.append(item)
-    refused = {}
-    for item in trailing:
-        if (isinstance(item, dict) and item.get("type") == "function_call_output"
-                and isinstance(item.get("output"), str) and item["output"].startswith(UNSUPPORTED_CALL)):
-            refused[item.get("call_id") or ""] = item["output"][len(UNSUPPORTED_CALL):].strip()
-    return refused
+        output = item.get("output")
+        outputs[item.get("call_id") or ""] = output if isinstance(output, str) else json.dumps(output)
+    return outputs
+
+
+def refused_calls(outputs):
+    """{call_id: tool name} of the calls codex refused as unknown, among a request's trailing
+    outputs (`trailing_outputs`).
+
+    When the model calls a tool the thread is not offered (removed from the MCP server, never
+    enabled for it, or withheld), codex runs nothing and sends the model the output
+    "unsupported call: NAME"; app-server shows no item for it, so the request is where the
+    adapter sees codex's refusal.
+    """
+    return {cid: out[len(UNSUPPORTED_CALL):].strip() for cid, out in outputs.items()
+            if out.startswith(UNSUPPORTED_CALL)}
 
 
 def offered_mcp_tools(body):

@@ -106,6 +106,16 @@ class Framing(unittest.TestCase):
         for fake in ("receipts", "external-authorizer", "auto-approval", "clock", "fault-injection", "wait"):
             self.assertNotIn(fake, result["capabilities"])
         self.assertIn("direct-tool-calls", result["capabilities"])
+        # codex's multi_agent_v1 send_input/resume_agent/close_agent/wait_agent, and v1's design
+        # that a model-closed agent may be resumed (README, Lifecycle tools)
+        for lifecycle in ("model-lifecycle-tools", "model-close-tools", "reusable-agents"):
+            self.assertIn(lifecycle, result["capabilities"])
+        # withheld only to reproduce finding 5 (tr/058 then runs); the tools stay declared
+        withheld = Driver(CODEX_ADAPTER_REUSABLE_AGENTS="0")
+        capabilities = withheld.initialize()["result"]["capabilities"]
+        withheld.close()
+        self.assertNotIn("reusable-agents", capabilities)
+        self.assertIn("model-close-tools", capabilities)
         # codex starts at the first call that needs it, so a scenario found unsupported costs no start
         self.assertFalse(os.path.exists(self.d.log))
         self.d.call("host/configure", {})
@@ -205,6 +215,45 @@ class Mapping(unittest.TestCase):
         self.assertEqual(by_id[child]["parent"], iid)
         self.assertEqual(by_id[child]["state"], "completed")
         self.assertEqual(by_id[child]["ceiling"]["delegation_depth"], 0)
+
+    def test_turn_that_gives_a_child_input_waits_for_the_child_turn(self):
+        # codex runs the child's turn beside and after the parent's: the turn is over when the
+        # child the model gave input is idle again, so its model request falls in this step
+        d = Driver(FAKE_POKED_TURN_S="0.6")
+        d.initialize()
+        iid = d.call("instance/start", START)["result"]["instance"]
+        child = d.call("instance/turn", {"instance": iid, "input": "SPAWN now"})["result"]["turn"]["spawn"]["instance"]
+        result = d.call("instance/turn", {"instance": iid, "input": "POKE the child"})["result"]
+        self.assertEqual(result["turn"], {"reply": "lifecycle", "op": "send_input", "target": child,
+                                          "lifecycle": {"outcome": "ok", "instance": child}})
+        observed = d.call("state/observe")["result"]["observed"]
+        self.assertEqual({i["id"]: i["state"] for i in observed["instances"]}[child], "completed")
+        d.close()
+
+    def test_child_asking_approval_leaves_its_parent_turn_a_spawn(self):
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        result = self.d.call("instance/turn", {"instance": iid, "input": "SPAWN-ASKING now"})["result"]
+        self.assertEqual(result["turn"]["reply"], "spawn")
+        child = result["turn"]["spawn"]["instance"]
+        self.assertNotIn("tool_call", result)
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual([(a["instance"], a["state"]) for a in approvals], [(child, "pending")])
+        answered = self.d.call("approval/answer", {"request": approvals[0]["id"], "decision": "allow"})["result"]
+        self.assertEqual(answered["tool_call"]["outcome"], "executed")
+
+    def test_turn_on_a_thread_waiting_for_an_answer_reports_that_request(self):
+        # codex runs nothing on a thread whose request waits for a person: a new turn there is
+        # reported as that pending request, not waited on until the deadline
+        d = Driver(CODEX_ADAPTER_TURN_DEADLINE_S="3")
+        d.initialize()
+        iid = d.call("instance/start", START)["result"]["instance"]
+        aid = d.call("instance/turn", {"instance": iid, "input": "APPROVE it"})["result"]["tool_call"]["approval"]
+        started = time.monotonic()
+        result = d.call("instance/turn", {"instance": iid, "input": "hello again"})
+        self.assertLess(time.monotonic() - started, 2)
+        self.assertEqual(result["result"]["tool_call"], {"tool": "exec_command", "outcome": "pending_approval",
+                                                          "approval": aid})
+        d.close()
 
     def test_approval_pending_then_answered(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
@@ -567,9 +616,11 @@ class ToolNames(unittest.TestCase):
             {"type": "function_call_output", "call_id": "c1", "output": "NOTE-TEXT"},
             {"type": "function_call_output", "call_id": "c2", "output": "unsupported call: notes.read"},
         ]}).encode()
-        self.assertEqual(adapter.refused_calls(body), {"c2": "notes.read"})
-        self.assertEqual(adapter.refused_calls(b"{}"), {})
-        self.assertEqual(adapter.refused_calls(b"[1]"), {})
+        self.assertEqual(adapter.trailing_outputs(body),
+                         {"c1": "NOTE-TEXT", "c2": "unsupported call: notes.read"})
+        self.assertEqual(adapter.refused_calls(adapter.trailing_outputs(body)), {"c2": "notes.read"})
+        self.assertEqual(adapter.trailing_outputs(b"{}"), {})
+        self.assertEqual(adapter.trailing_outputs(b"[1]"), {})
 
     def test_turn_report_names_a_refused_call_as_denied(self):
         a = adapter.Adapter()
@@ -584,6 +635,169 @@ class ToolNames(unittest.TestCase):
         self.assertEqual(result["tool_call"]["reason"], "unsupported_call")
         a.turns["T1"]["refused_before"] = {"old", "c2", "c3"}
         self.assertEqual(a._turn_report(inst, "T1", 0, [])["turn"], {"reply": "message", "text": "ok"})
+
+
+def sse(*items):
+    return "".join("event: response.output_item.done\ndata: %s\n\n" % json.dumps({"item": i})
+                   for i in items).encode()
+
+
+def sse_items(data):
+    return [json.loads(l[5:])["item"] for l in data.decode().split("\n") if l.startswith("data:")]
+
+
+def lifecycle_call(name, arguments, call_id="c1"):
+    return {"type": "function_call", "namespace": "multi_agent_v1", "name": name, "call_id": call_id,
+            "arguments": json.dumps(arguments)}
+
+
+class AgentIds(unittest.TestCase):
+    """The relay's rewrite of the protocol instance ids in scripted multi_agent_v1 lifecycle
+    calls into codex's agent ids (the child's thread id), and nothing else."""
+
+    IDS = {"i-1": "thread-root", "i-2": "thread-child"}
+
+    def test_each_lifecycle_tool_names_the_child_by_its_thread_id(self):
+        calls = [lifecycle_call("send_input", {"target": "i-2", "message": "CHILD_FOLLOW_UP i-1"}, "c1"),
+                 lifecycle_call("close_agent", {"target": "i-2"}, "c2"),
+                 lifecycle_call("resume_agent", {"id": "i-2"}, "c3"),
+                 lifecycle_call("wait_agent", {"targets": ["i-2", "i-1"], "timeout_ms": 1000}, "c4")]
+        noted = {}
+        items = sse_items(adapter.map_tool_calls(sse(*calls), {}, self.IDS, noted))
+        args = [json.loads(i["arguments"]) for i in items]
+        self.assertEqual(args[0], {"target": "thread-child", "message": "CHILD_FOLLOW_UP i-1"})
+        self.assertEqual(args[1], {"target": "thread-child"})
+        self.assertEqual(args[2], {"id": "thread-child"})
+        self.assertEqual(args[3], {"targets": ["thread-child", "thread-root"], "timeout_ms": 1000})
+        for before, after in zip(calls, items):
+            self.assertEqual({k: v for k, v in after.items() if k != "arguments"},
+                             {k: v for k, v in before.items() if k != "arguments"})
+        self.assertEqual(noted, {"c1": ("send_input", "i-2"), "c2": ("close_agent", "i-2"),
+                                 "c3": ("resume_agent", "i-2"), "c4": ("wait_agent", "i-2")})
+
+    def test_unknown_ids_and_other_calls_pass_unchanged(self):
+        unknown = lifecycle_call("send_input", {"target": "i-9", "message": "x"})
+        spawn = lifecycle_call("spawn_agent", {"message": "task for i-2", "agent_type": "worker"})
+        outside = {"type": "function_call", "name": "send_input", "arguments": json.dumps({"target": "i-2"})}
+        items = sse_items(adapter.map_tool_calls(sse(unknown, spawn, outside), {}, self.IDS))
+        self.assertEqual(items, [unknown, spawn, outside])
+        self.assertEqual(items[0]["arguments"], unknown["arguments"])
+
+    def test_answer_without_a_call_to_rewrite_passes_byte_for_byte(self):
+        spawn = lifecycle_call("spawn_agent", {"message": "task", "agent_type": "worker"})
+        # spacing json.dumps would not write: a re-serialised line would differ
+        data = (b"event: response.output_item.done\ndata:   "
+                + json.dumps({"item": spawn}, separators=(" , ", " : ")).encode() + b"\n\n")
+        self.assertEqual(adapter.map_tool_calls(data, {"notes_read": ("mcp__harness", "notes_read")}, self.IDS), data)
+        unknown = json.dumps({"output": [lifecycle_call("close_agent", {"target": "i-9"})]}, indent=1).encode()  # one JSON document
+        self.assertEqual(adapter.map_tool_calls(unknown, {}, self.IDS), unknown)
+
+    def test_json_answer_maps_ids_beside_mcp_names(self):
+        offered = {"notes_read": ("mcp__harness", "notes_read")}
+        doc = json.dumps({"output": [lifecycle_call("close_agent", {"target": "i-2"}),
+                                     {"type": "function_call", "name": "notes.read", "arguments": "{}"}]}).encode()
+        output = json.loads(adapter.map_tool_calls(doc, offered, self.IDS))["output"]
+        self.assertEqual(json.loads(output[0]["arguments"]), {"target": "thread-child"})
+        self.assertEqual((output[1]["namespace"], output[1]["name"]), ("mcp__harness", "notes_read"))
+
+    def test_relay_maps_ids_and_notes_what_codex_answered(self):
+        answers = [sse(lifecycle_call("send_input", {"target": "i-2", "message": "again"}, "call-7"))]
+        bodies = []
+
+        class Endpoint(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                bodies.append(self.rfile.read(int(self.headers["content-length"])))
+                data = answers.pop(0) if answers else b"{}"
+                self.send_response(200)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        server = http.server.HTTPServer(("127.0.0.1", 0), Endpoint)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        state = adapter.State(tempfile.mkdtemp())
+        state.new_instance("thread-root")
+        state.new_instance("thread-child", parent="i-1")
+        relay = adapter.make_relay("http://127.0.0.1:%d" % server.server_address[1], state)
+        url = "http://127.0.0.1:%d/v1/responses" % relay.server_address[1]
+        first = urllib.request.Request(url, data=b'{"input": []}', headers={"thread-id": "thread-root"}, method="POST")
+        answer = sse_items(urllib.request.urlopen(first).read())
+        self.assertEqual(json.loads(answer[0]["arguments"]), {"target": "thread-child", "message": "again"})
+        self.assertEqual(state.lifecycle_calls, {"thread-root": {"call-7": ("send_input", "i-2")}})
+        refusal = json.dumps({"input": [{"type": "function_call_output", "call_id": "call-7",
+                                         "output": "agent with id thread-child not found"}]}).encode()
+        second = urllib.request.Request(url, data=refusal, headers={"thread-id": "thread-root"}, method="POST")
+        urllib.request.urlopen(second).read()
+        self.assertEqual(state.lifecycle_outputs, {"thread-root": {"call-7": "agent with id thread-child not found"}})
+        self.assertEqual(bodies[1], refusal)  # the request itself passes unchanged
+        relay.shutdown()
+        relay.server_close()
+        server.shutdown()
+        server.server_close()
+
+    def test_turn_reports_what_codex_did_with_a_lifecycle_call(self):
+        a = adapter.Adapter()
+        a.state = adapter.State(tempfile.mkdtemp())
+        root = a.state.new_instance("T1", role="lead")
+        child = a.state.new_instance("T2", parent=root["id"], state="closed")
+        a.state.lifecycle_calls["T1"] = {"old": ("close_agent", child["id"]), "c5": ("send_input", child["id"])}
+        a.state.lifecycle_outputs["T1"] = {"c5": "agent with id T2 not found"}
+        a.turns["T1"] = {"items": [{"type": "agentMessage", "text": "ok"}], "done": True, "status": "completed",
+                         "spawn_asked": 0, "refused_before": set(), "lifecycle_before": {"old"}}
+        # no collabAgentToolCall item: codex refused the call before it reached an agent
+        turn = a._turn_report(root, "T1", 0, [])["turn"]
+        self.assertEqual((turn["reply"], turn["op"], turn["target"]), ("lifecycle", "send_input", child["id"]))
+        self.assertEqual(turn["lifecycle"]["outcome"], "denied")
+        self.assertEqual(turn["lifecycle"]["reason"], "instance_terminal")
+        self.assertEqual(turn["lifecycle"]["inferred"], ["reason"])
+        self.assertIn("agent with id T2 not found", turn["lifecycle"]["detail"])
+        # a tool result without an item is codex carrying the call out
+        a.state.lifecycle_outputs["T1"]["c5"] = json.dumps({"submission_id": "s-1"})
+        self.assertEqual(a._turn_report(root, "T1", 0, [])["turn"]["lifecycle"], {"outcome": "ok", "instance": child["id"]})
+        # codex's own item, when there is one, says what it did
+        a.turns["T1"]["items"].insert(0, {"type": "collabAgentToolCall", "id": "c6", "tool": "resumeAgent",
+                                          "status": "failed", "senderThreadId": "T1", "receiverThreadIds": ["T2"],
+                                          "agentsStates": {"T2": {"status": "notFound"}}})
+        turn = a._turn_report(root, "T1", 0, [])["turn"]
+        self.assertEqual((turn["op"], turn["target"], turn["lifecycle"]["outcome"]), ("resume", child["id"], "denied"))
+        self.assertIn("notFound", turn["lifecycle"]["detail"])
+        a.turns["T1"]["items"][0].update(status="completed", tool="closeAgent")
+        self.assertEqual(a._turn_report(root, "T1", 0, [])["turn"],
+                         {"reply": "lifecycle", "op": "close", "target": child["id"],
+                          "lifecycle": {"outcome": "ok", "instance": child["id"]}})
+
+
+class Expectations(unittest.TestCase):
+    """conformance/expectations.py: reasons composed from what codex lacks, hand-checked failures only."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(HERE, "conformance"))
+        import expectations
+        self.x = expectations
+
+    def test_reasons_name_the_missing_capability_property_or_method(self):
+        twins = {"tr/001-x": "tr/036-x-spawned"}
+        self.assertEqual(self.x.reason_for("a", [("capability", "receipts"), ("capability", "clock")], {}),
+                         self.x.CAPABILITY["receipts"] + "; " + self.x.CAPABILITY["clock"])
+        self.assertIn("its spawn-based twin tr/036-x-spawned is what runs on codex",
+                      self.x.reason_for("tr/001-x", [("method", "instance/delegate")], twins))
+        self.assertIn("no spawn-based twin", self.x.reason_for("ce/001-y", [("method", "instance/delegate")], twins))
+        self.assertEqual(self.x.causes_from_report(["wait", "method `instance/cancel` (step 3)",
+                                                     "what this scenario asks of it: it declares `reusable-agents`"]),
+                         [("capability", "wait"), ("method", "instance/cancel"), ("property", "reusable-agents")])
+        with self.assertRaises(SystemExit):
+            self.x.reason_for("a", [("capability", "teleportation")], {})
+
+    def test_known_unsupported_causes_are_derived_again(self):
+        scenario = {"id": "z", "needs": ["nested-delegation", "wait", "full-access-children"], "unless": ["reusable-agents"]}
+        self.assertEqual(self.x.causes_again(scenario, None), [("capability", "wait"), ("property", "reusable-agents")])
+        self.assertEqual(self.x.causes_again({"id": "z", "needs": []}, self.x.METHOD["instance/cancel"] + "; more"),
+                         [("method", "instance/cancel")])
+        with self.assertRaises(SystemExit):
+            self.x.causes_again({"id": "z", "needs": []}, "no reason anyone wrote")
 
 
 if __name__ == "__main__":

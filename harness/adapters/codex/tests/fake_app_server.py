@@ -6,7 +6,11 @@ named (thread/name/set) or run a turn, as codex does; a turn appends a turn_cont
 with the thread's permission profile. Input containing SPAWN spawns a child thread
 (thread/started with parentThreadId, a collabAgentToolCall item, a child rollout with
 source.subagent depth); SPAWN-READONLY gives the child a read-only profile of its own;
-APPROVE raises item/commandExecution/requestApproval and waits for the answer; anything
+SPAWN-ASKING spawns a child whose own turn (beside its parent's, as in codex) asks approval;
+APPROVE raises item/commandExecution/requestApproval and waits for the answer (a turn/start
+meanwhile starts nothing, the input waits behind the running turn); POKE gives
+the thread's last child input as codex's send_input does (a sendInput collabAgentToolCall
+item, then the child's own turn, which outlasts the parent's by FAKE_POKED_TURN_S); anything
 else answers with an agentMessage. thread/delete removes the rollout (refused while a fork
 refers to the thread), thread/archive moves it to archived_sessions. mcpServer/tool/call answers "called TOOL" (an error for
 tool "refused.tool", an isError result for "gone.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
@@ -17,6 +21,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 log_path = os.environ.get("FAKE_LOG")
 if os.environ.get("FAKE_PID"):
@@ -33,6 +38,7 @@ counter = [0]
 waiting = {}
 loaded = {}  # thread -> settings dict (sandbox policy, approval, cwd, parent, depth, role)
 active = set()
+children = {}  # thread -> the children it spawned, in order
 
 
 def send(msg):
@@ -126,7 +132,7 @@ def sandbox_policy(mode, config, cwd):
             "excludeTmpdirEnvVar": bool(ww.get("exclude_tmpdir_env_var")), "cwd": cwd}
 
 
-def run_turn(thread, turn, text, policy=None):
+def run_turn(thread, turn, text, policy=None, busy_s=0.0):
     s = loaded[thread]
     if policy:
         s["sandbox"] = dict(policy, cwd=s["cwd"])
@@ -143,11 +149,24 @@ def run_turn(thread, turn, text, policy=None):
             child_sandbox = {"type": "readOnly", "cwd": s["cwd"]}
         loaded[child] = {"sandbox": child_sandbox, "approval": s["approval"], "cwd": s["cwd"], "parent": thread,
                          "depth": s.get("depth", 0) + 1, "role": "worker"}
+        children.setdefault(thread, []).append(child)
         send({"method": "thread/started", "params": {"thread": {"id": child, "parentThreadId": thread}}})
         send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": {
             "type": "collabAgentToolCall", "id": fresh("item"), "tool": "spawnAgent", "status": "completed",
             "senderThreadId": thread, "receiverThreadIds": [child], "agentsStates": {}}}})
-        run_turn(child, fresh("turn"), "child work")
+        if "SPAWN-ASKING" in text:
+            threading.Thread(target=run_turn, args=(child, fresh("turn"), "APPROVE child work"), daemon=True).start()
+        else:
+            run_turn(child, fresh("turn"), "child work")
+    if "POKE" in text and children.get(thread):
+        child = children[thread][-1]
+        send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": {
+            "type": "collabAgentToolCall", "id": fresh("item"), "tool": "sendInput", "status": "completed",
+            "senderThreadId": thread, "receiverThreadIds": [child], "agentsStates": {}}}})
+        poked = threading.Thread(target=run_turn, args=(child, fresh("turn"), "poked"),
+                                 kwargs={"busy_s": float(os.environ.get("FAKE_POKED_TURN_S", "0.5"))}, daemon=True)
+        poked.start()
+        time.sleep(0.05)  # the child's turn has started when the parent's ends, as in codex
     if "APPROVE" in text:
         rid = fresh("srv")
         event = threading.Event()
@@ -162,6 +181,7 @@ def run_turn(thread, turn, text, policy=None):
     else:
         send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": {
             "type": "agentMessage", "id": fresh("item"), "text": "echo: " + text}}})
+    time.sleep(busy_s)
     active.discard(thread)
     send({"method": "turn/completed", "params": {"threadId": thread, "turn": {"id": turn, "status": "completed", "error": None}}})
     send({"method": "thread/status/changed", "params": {"threadId": thread, "status": {"type": "idle"}}})
@@ -226,6 +246,10 @@ def handle(method, params, rid):
             raise LookupError("thread not found: %s" % thread)
         turn = fresh("turn")
         text = "".join(i.get("text", "") for i in params.get("input", []))
+        if thread in active:
+            # codex keeps input for a thread whose turn is still running (e.g. waiting for an
+            # approval) behind that turn: nothing starts now
+            return {"turn": {"id": turn, "status": "inProgress"}}
         threading.Thread(target=run_turn, args=(thread, turn, text, params.get("sandboxPolicy")), daemon=True).start()
         return {"turn": {"id": turn, "status": "inProgress"}}
     if method == "mcpServer/tool/call":
