@@ -15,7 +15,7 @@ import {
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import {
-  sessionPermission, turnResult, liveState, childCeiling, applyPermission, ToolNameMismatch,
+  sessionPermission, turnResult, liveState, childCeiling, applyPermission,
   toolCallReport, pendingToolCall,
 } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
@@ -398,14 +398,7 @@ export class Adapter {
     const newChildren = all.filter((c) => !knownChildren.has(c.id));
     const sessions = await this.allSessions();
     this.registerNew(sessions);
-    const childMessages = [];
-    if (this.catalogue.size) for (const c of newChildren) childMessages.push(...(await this.messages(c.id)));
-    try {
-      return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue, childMessages });
-    } catch (e) {
-      if (e instanceof ToolNameMismatch) throw unsupported(e.message);
-      throw e;
-    }
+    return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue });
   }
 
   /** opencode's pending permission requests for a session or its descendants. */
@@ -505,6 +498,12 @@ export class Adapter {
     if (!permission) {
       // opencode forgets a permission request once it is answered.
       return denied('event_replayed', `opencode has no pending permission request ${request}`, ['reason']);
+    }
+    // From now on opencode's list of pending requests lacks one the store
+    // had: recorded before the reply, so a restart cannot lose it.
+    if (!this.state.approvalsAnswered) {
+      this.state.approvalsAnswered = true;
+      this.saveState();
     }
     const root = this.rootOf(permission.sessionID);
     const before = await this.messages(root);
@@ -641,7 +640,11 @@ export class Adapter {
         state: 'pending',
       });
     }
-    const inferred = approvals.length ? ['approvals'] : [];
+    // GET /permission lists pending requests only: their digests are the
+    // adapter's, and once a request was answered opencode shows nothing of
+    // it (no decision, no dispatch), so the set is then incomplete. Before
+    // any request existed, an empty list is opencode's own statement.
+    const inferred = approvals.length || this.state.approvalsAnswered ? ['approvals'] : [];
     return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals, ...(inferred.length ? { inferred } : {}) } };
   }
 }

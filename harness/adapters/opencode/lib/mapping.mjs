@@ -110,23 +110,6 @@ export function harnessToolName(id, catalogue) {
   return id;
 }
 
-/** Thrown when the model called an MCP tool by its MCP name, which opencode does not know (see lib/mcp.mjs). */
-export class ToolNameMismatch extends Error {
-  constructor(name, opencode) {
-    super(`the model called \`${name}\`, which opencode exposes as \`${opencode}\` (it names MCP tools <server>_<tool>); opencode routed the call to its \`invalid\` tool. The harness's model endpoint calls MCP tools by their MCP name in Chat Completions, so a model tool call cannot reach an MCP tool on opencode until the endpoint maps names as it maps \`spawn\` onto \`task\``);
-    this.name = 'ToolNameMismatch';
-    this.tool = name;
-  }
-}
-
-/** Throws ToolNameMismatch for a call opencode routed to `invalid` because it named an MCP tool by its MCP name. */
-export function checkToolName(part, catalogue) {
-  if (part.type !== 'tool' || part.tool !== 'invalid') return;
-  const asked = part.state && part.state.input && part.state.input.tool;
-  const entry = asked && catalogue && catalogue.get(asked);
-  if (entry && entry.opencode !== asked) throw new ToolNameMismatch(asked, entry.opencode);
-}
-
 /** A pending opencode permission request as the protocol's tool call report. */
 export function pendingToolCall(permission, catalogue) {
   const tool = harnessToolName(permission.permission, catalogue);
@@ -157,9 +140,7 @@ export function toolCallReport(part, catalogue) {
  * (a follow-up model request with the tool's result); the report says so in
  * `detail`. `pending` is an opencode permission request the turn stopped at.
  */
-export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue, childMessages = [] }) {
-  // A child's call by the MCP name is the same harness limit as the instance's own (see ToolNameMismatch).
-  for (const message of childMessages) for (const part of message.parts || []) checkToolName(part, catalogue);
+export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue }) {
   const assistants = newMessages.filter((m) => m.info && m.info.role === 'assistant');
   const base = { outcome: 'ok', instance };
   if (failure) return { ...base, turn: { reply: 'model_failed', detail: failure } };
@@ -195,9 +176,13 @@ export function turnResult({ instance, newMessages, newChildren, failure, pendin
   }
   if (tools.length > 0) {
     const call = tools[0];
-    checkToolName(call, catalogue);
     const report = toolCallReport(call, catalogue);
-    return { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
+    const result = { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
+    // opencode says only that the tool was unavailable (not offered to this
+    // session: denied by its rules, or no longer served); the deny reason is
+    // the adapter's reading, and the protocol can mark only the whole report.
+    if (call.tool === 'invalid') result.inferred = ['tool_call'];
+    return result;
   }
   const last = assistants[assistants.length - 1];
   return { ...base, turn: { reply: 'message', text: textOf(last) } };

@@ -96,15 +96,13 @@ test('a task call that leaves no child and no word from opencode is a denied spa
   assert.deepEqual([worded.turn.spawn.reason, worded.inferred], ['ceiling_exceeded', undefined]);
 });
 
-test('a call opencode routed to `invalid` because it used the MCP name is a ToolNameMismatch, in the turn or in a new child', async () => {
-  const { ToolNameMismatch } = await import('../lib/mapping.mjs');
-  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read' }]]);
+test('a call opencode routed to `invalid` (a tool the session was not offered) is refused, its report marked inferred; a tool that ran is read as it is', () => {
+  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'harness_notes_read' }]]);
   const invalid = { type: 'tool', tool: 'invalid', state: { status: 'completed', input: { tool: 'notes.read', error: 'x' } } };
-  assert.throws(() => turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [invalid] }], catalogue }), ToolNameMismatch);
-  const spawn = { info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state: { status: 'completed', metadata: { sessionId: 'ses_2' } } }] };
-  assert.throws(() => turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [spawn], catalogue, childMessages: [{ info: { role: 'assistant' }, parts: [invalid] }] }), ToolNameMismatch);
-  assert.equal(turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [spawn], catalogue, childMessages: [] }).turn.spawn.outcome, 'ok');
-  // An unknown tool that is no MCP tool's name stays an ordinary refused call.
-  const other = { ...invalid, state: { ...invalid.state, input: { tool: 'nothing' } } };
-  assert.deepEqual(turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [other] }], catalogue }).tool_call, { tool: 'nothing', outcome: 'denied', reason: 'policy_denied' });
+  const refused = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [invalid] }], catalogue });
+  assert.deepEqual([refused.tool_call, refused.inferred], [{ tool: 'notes.read', outcome: 'denied', reason: 'policy_denied' }, ['tool_call']]);
+  // Control: the same tool under opencode's name ran; nothing in the report is the adapter's.
+  const ran = { type: 'tool', tool: 'harness_notes_read', state: { status: 'completed', input: {}, output: 'text' } };
+  const executed = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [ran] }], catalogue });
+  assert.deepEqual([executed.tool_call, executed.inferred], [{ tool: 'notes.read', outcome: 'executed', result: 'text' }, undefined]);
 });
