@@ -618,7 +618,7 @@ export class Adapter {
       const ceiling = this.ceilingOf(id, sessions);
       const entry = {
         id,
-        state: liveState(status[id]),
+        state: liveState(status[id], await this.messages(id)),
         role: known ? known.role : (s.agent || 'unknown'),
         model: known ? known.model : MODEL_ID,
         ceiling: ceiling || { sandbox: 'full-access', approval_policy: 'never', tools: {}, cwd: '/', provider: PROVIDER_ID, delegation_depth: this.subagentDepth() },

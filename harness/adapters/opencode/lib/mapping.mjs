@@ -202,9 +202,17 @@ export function asksForTask(part) {
   return input.tool === 'task' || /unavailable tool 'task'/.test(`${state.output || ''} ${errorText(state.error)} ${input.error || ''}`);
 }
 
-/** The lifecycle state of a live opencode session, from GET /session/status. */
-export function liveState(status) {
-  return status && (status.type === 'busy' || status.type === 'retry') ? 'running' : 'completed';
+/**
+ * The lifecycle state of a live opencode session, from GET /session/status
+ * and its messages: busy (or retrying) is running; idle after a model
+ * answer is a completed turn; idle with no model answer yet is a session
+ * started and waiting for its first turn, which the protocol calls running
+ * (opencode has no state of its own for it: nothing has completed).
+ */
+export function liveState(status, messages) {
+  if (status && (status.type === 'busy' || status.type === 'retry')) return 'running';
+  const answered = (messages || []).some((m) => m.info && m.info.role === 'assistant');
+  return answered ? 'completed' : 'running';
 }
 
 /** A child's ceiling: its parent's, one level of delegation less. */

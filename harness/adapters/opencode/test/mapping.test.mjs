@@ -49,11 +49,15 @@ test('text is a message; an error or a failure is model_failed', () => {
   assert.equal(turnResult({ instance: 'a', newMessages: [], newChildren: [], failure: 'retrying' }).turn.reply, 'model_failed');
 });
 
-test('a child ceiling has one level of delegation less; busy is running', () => {
+test('a child ceiling has one level of delegation less; busy is running, idle after an answer completed, idle before any answer running', () => {
   assert.equal(childCeiling({ delegation_depth: 1 }).delegation_depth, 0);
   assert.equal(childCeiling({ delegation_depth: 0 }).delegation_depth, 0);
-  assert.equal(liveState({ type: 'busy' }), 'running');
-  assert.equal(liveState(undefined), 'completed');
+  const answered = [{ info: { role: 'user' } }, { info: { role: 'assistant' } }];
+  assert.equal(liveState({ type: 'busy' }, answered), 'running');
+  assert.equal(liveState(undefined, answered), 'completed');
+  assert.equal(liveState({ type: 'idle' }, answered), 'completed');
+  assert.equal(liveState(undefined, []), 'running');
+  assert.equal(liveState(undefined, [{ info: { role: 'user' } }]), 'running');
 });
 
 test('approval policies give each action class the model\'s verdict as an opencode action', async () => {
