@@ -15,7 +15,7 @@ import {
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import {
-  sessionPermission, turnResult, liveState, childCeiling, applyPermission,
+  sessionPermission, turnResult, liveState, answeredCount, childCeiling, applyPermission,
   toolCallReport, pendingToolCall,
 } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
@@ -568,6 +568,11 @@ export class Adapter {
     if (refused) return refused;
     const sessions = await this.allSessions();
     this.registerNew(sessions);
+    // opencode's idle session looks the same resumed or not; until its next
+    // model answer the adapter calls it running, from its own record of the
+    // resume, and says so (see observe).
+    this.state.resumed = { ...(this.state.resumed || {}), [id]: answeredCount(await this.messages(id)) };
+    this.saveState();
     return { outcome: 'ok', instance: id, effective: this.ceilingOf(id, sessions), inferred: ['effective'], detail: 'opencode sessions take a follow-up prompt as they are; nothing to restore' };
   }
 
@@ -616,13 +621,16 @@ export class Adapter {
     for (const [id, s] of sessions) {
       const known = this.state.instances[id];
       const ceiling = this.ceilingOf(id, sessions);
+      const messages = await this.messages(id);
+      const resumedAt = (this.state.resumed || {})[id];
+      const resumedIdle = resumedAt !== undefined && answeredCount(messages) === resumedAt && liveState(status[id], messages) === 'completed';
       const entry = {
         id,
-        state: liveState(status[id], await this.messages(id)),
+        state: resumedIdle ? 'running' : liveState(status[id], messages),
         role: known ? known.role : (s.agent || 'unknown'),
         model: known ? known.model : MODEL_ID,
         ceiling: ceiling || { sandbox: 'full-access', approval_policy: 'never', tools: {}, cwd: '/', provider: PROVIDER_ID, delegation_depth: this.subagentDepth() },
-        inferred: ['ceiling'],
+        inferred: resumedIdle ? ['ceiling', 'state'] : ['ceiling'],
       };
       if (s.parentID) entry.parent = s.parentID;
       instances.push(entry);

@@ -211,8 +211,12 @@ export function asksForTask(part) {
  */
 export function liveState(status, messages) {
   if (status && (status.type === 'busy' || status.type === 'retry')) return 'running';
-  const answered = (messages || []).some((m) => m.info && m.info.role === 'assistant');
-  return answered ? 'completed' : 'running';
+  return answeredCount(messages) > 0 ? 'completed' : 'running';
+}
+
+/** How many model answers (assistant messages) a session holds. */
+export function answeredCount(messages) {
+  return (messages || []).filter((m) => m.info && m.info.role === 'assistant').length;
 }
 
 /** A child's ceiling: its parent's, one level of delegation less. */

@@ -157,8 +157,15 @@ test('resume answers the ceiling opencode\'s rules give the session and leaves i
   const root = (await a.request('instance/start', { ...ROOT(1), sandbox: 'read-only' })).result.instance;
   const turn = await a.request('instance/turn', { instance: root, input: 'SPAWN' });
   const child = turn.result.turn.spawn.instance;
+  const childEntry = async () => (await a.request('state/observe')).result.observed.instances.find((i) => i.id === child);
+  // Control: idle after its answer, the child is completed, as opencode shows it.
+  assert.deepEqual([(await childEntry()).state, (await childEntry()).inferred], ['completed', ['ceiling']]);
   const resumed = await a.request('instance/resume', { instance: child });
   assert.deepEqual([resumed.result.outcome, resumed.result.effective.sandbox, resumed.result.effective.delegation_depth, resumed.result.inferred], ['ok', 'read-only', 0, ['effective']]);
+  // Resumed, it looks the same in opencode: running is the adapter's word, marked.
+  assert.deepEqual([(await childEntry()).state, (await childEntry()).inferred], ['running', ['ceiling', 'state']]);
+  await a.request('instance/turn', { instance: child, input: 'hello' });
+  assert.deepEqual([(await childEntry()).state, (await childEntry()).inferred], ['completed', ['ceiling']]);
   await a.request('instance/close', { instance: child });
   assert.equal((await a.request('instance/resume', { instance: child })).result.reason, 'instance_unknown');
   assert.equal((await a.request('instance/resume', { instance: 'ses_nope' })).result.reason, 'instance_unknown');
