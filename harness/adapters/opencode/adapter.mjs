@@ -273,8 +273,9 @@ export class Adapter {
       // restart: sessions live in opencode's SQLite database under store_dir;
       // mcp: the harness's servers are opencode remote MCP servers;
       // fork: opencode's own POST /session/{id}/fork;
-      // wait: opencode's POST /api/session/{id}/wait (blocks until the session is idle).
-      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'wait'],
+      // wait: opencode's POST /api/session/{id}/wait (blocks until the session is idle);
+      // model-lifecycle-tools: the model gives a child input with `task` and its `task_id`.
+      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'wait', 'model-lifecycle-tools'],
     };
   }
 

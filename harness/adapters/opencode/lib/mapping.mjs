@@ -156,6 +156,8 @@ export function turnResult({ instance, newMessages, newChildren, failure, pendin
   }
   const follow = assistants.length > 1 ? ` (opencode made ${assistants.length - 1} follow-up model request(s) in the same turn)` : '';
   const task = tools.find(asksForTask);
+  const continued = task && task.state && task.state.input && task.state.input.task_id;
+  if (continued) return continuedTask({ base, task, target: continued, follow });
   if (task) {
     const state = task.state || {};
     const claimed = state.metadata && state.metadata.sessionId;
@@ -186,6 +188,29 @@ export function turnResult({ instance, newMessages, newChildren, failure, pendin
   }
   const last = assistants[assistants.length - 1];
   return { ...base, turn: { reply: 'message', text: textOf(last) } };
+}
+
+/**
+ * A `task` call naming an existing child (`task_id`): opencode's one way for
+ * a model to give a child input, which the protocol calls a lifecycle
+ * `send_input` (a `resume` with a message is the same opencode call, so the
+ * op is the adapter's name for it: the report is marked inferred). The
+ * nested result names the session opencode ran the prompt in
+ * (`metadata.sessionId`), which is not always the one asked for.
+ */
+function continuedTask({ base, task, target, follow }) {
+  const state = task.state || {};
+  const ran = state.metadata && state.metadata.sessionId;
+  const stated = errorText(state.error) || (task.tool === 'invalid' && state.output);
+  const lifecycle = task.tool === 'task' && state.status === 'completed'
+    ? { outcome: 'ok', instance: ran || target, ...(ran && ran !== target ? { detail: `opencode ran the prompt in session ${ran}, not ${target}` } : {}) }
+    : { outcome: 'denied', reason: denyReasonFor(stated || ''), detail: stated || `task call ended ${state.status || 'without a status'}` };
+  return {
+    ...base,
+    detail: `task continued ${target}${follow}`,
+    turn: { reply: 'lifecycle', op: 'send_input', target, lifecycle },
+    inferred: ['turn'],
+  };
 }
 
 /**

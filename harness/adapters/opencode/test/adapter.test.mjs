@@ -11,7 +11,7 @@ test('initialize declares only what opencode has; unknown methods are -32601; no
   const early = await a.request('state/observe');
   assert.equal(early.error.code, -32003);
   const init = await a.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'wait']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'wait', 'model-lifecycle-tools']);
   assert.equal(init.result.protocol_version, '1.0');
   for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/auto', 'event/deliver', 'grant/revoke', 'instance/fail', 'instance/tool_call']) {
     const r = await a.request(method, {});

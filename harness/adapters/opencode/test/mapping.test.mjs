@@ -110,3 +110,17 @@ test('a call opencode routed to `invalid` (a tool the session was not offered) i
   const executed = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [ran] }], catalogue });
   assert.deepEqual([executed.tool_call, executed.inferred], [{ tool: 'notes.read', outcome: 'executed', result: 'text' }, undefined]);
 });
+
+test('a task call naming an existing child is a lifecycle send_input (marked inferred: opencode has one call for send_input and resume); a new spawn stays a spawn', () => {
+  const call = (state) => ({ info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state }] });
+  const ok = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [call({ status: 'completed', input: { task_id: 'ses_2' }, metadata: { sessionId: 'ses_2' } })] });
+  assert.deepEqual([ok.turn, ok.inferred], [{ reply: 'lifecycle', op: 'send_input', target: 'ses_2', lifecycle: { outcome: 'ok', instance: 'ses_2' } }, ['turn']]);
+  // opencode ran the prompt elsewhere: the report names where.
+  const elsewhere = turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_3' }], newMessages: [call({ status: 'completed', input: { task_id: 'ses_2' }, metadata: { sessionId: 'ses_3' } })] });
+  assert.equal(elsewhere.turn.lifecycle.instance, 'ses_3');
+  const refused = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [call({ status: 'error', input: { task_id: 'ses_2' }, error: 'Subagent depth limit reached (1).' })] });
+  assert.deepEqual([refused.turn.lifecycle.outcome, refused.turn.lifecycle.reason], ['denied', 'ceiling_exceeded']);
+  // Control: without task_id the same call is a spawn.
+  const spawn = turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [call({ status: 'completed', input: {}, metadata: { sessionId: 'ses_2' } })] });
+  assert.deepEqual([spawn.turn.reply, spawn.turn.spawn.instance, spawn.inferred], ['spawn', 'ses_2', undefined]);
+});
