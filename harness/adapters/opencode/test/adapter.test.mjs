@@ -151,3 +151,24 @@ test('a turn opencode starts late (loaded machine) is waited for, not reported a
     a.child.kill('SIGTERM');
   }
 });
+
+test('an opencode that exits before it listens (its port taken) is started again on another port, at most three times in all', async () => {
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  for (const [failures, configured] of [[2, true], [3, false]]) {
+    const store = tempDir(`failstart${failures}`);
+    const counter = join(store, 'fail-starts');
+    writeFileSync(counter, String(failures));
+    const a = startAdapter({ store, extraEnv: { FAKE_FAIL_STARTS: counter } });
+    await a.initialize();
+    const r = await a.request('host/configure', {});
+    if (configured) {
+      assert.equal(r.result.outcome, 'ok');
+      assert.match(a.stderr, /starting it again on another port \(attempt 3 of 3\)/);
+    } else {
+      // Control: a start that keeps failing is still an error, not hidden.
+      assert.match(r.error.message, /exited before it was ready/);
+    }
+    await a.close();
+  }
+});
