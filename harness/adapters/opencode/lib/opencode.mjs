@@ -256,11 +256,12 @@ export class OpencodeServer {
   }
 
   /**
-   * Starts `opencode serve` on a free port. The port is free when chosen
-   * but another process may take it before opencode binds it (two stores
-   * starting at once on a busy machine): opencode then exits at once with
-   * `ServeError`. Such an early exit is retried on a new port, at most
-   * `attempts` times in all; a start that hangs, or keeps failing, is not.
+   * Starts `opencode serve` on a free port. Once in a full run opencode
+   * exited at once with `ServeError` before it listened, most likely
+   * because the port, free when chosen, was taken before it bound it
+   * (several stores start at once on a busy machine). Such an early exit
+   * is retried on a new port, at most `attempts` times in all; a start that
+   * hangs is not, and one that keeps failing is still an error.
    */
   async start({ readyTimeoutMs = 20000, attempts = 3 } = {}) {
     for (let attempt = 1; ; attempt++) {
