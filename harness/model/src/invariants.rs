@@ -2844,8 +2844,9 @@ fn tc3(run: &Run) -> Vec<Violation> {
     out
 }
 
-/// TC4. No capability secret appears in any answer, observation or handler
-/// call's arguments; the one exception is the token of the answer that
+/// TC4. No capability secret appears in any answer, observation, handler
+/// call's arguments or anything the host logged (stderr, `log`
+/// notifications); the one exception is the token of the answer that
 /// issued a host-generated secret. A harness-chosen secret (the canary) is
 /// never echoed at all.
 fn tc4(run: &Run) -> Vec<Violation> {
@@ -2879,6 +2880,11 @@ fn tc4(run: &Run) -> Vec<Violation> {
         texts.push((
             "handler call arguments",
             serde_json::to_string(&entry.evidence.handler_calls).unwrap_or_default(),
+        ));
+        // PROTOCOL.md: the secret never appears in logs, and the harness searches.
+        texts.push((
+            "host's log (stderr or a `log` notification)",
+            entry.evidence.host_log.clone(),
         ));
         for (where_, text) in texts {
             for (secret, capability) in issued

@@ -804,6 +804,11 @@ pub struct Evidence {
     /// Tool definitions (name to digest) the model was shown in this step's requests.
     #[serde(default)]
     pub model_visible_tools: BTreeMap<String, Vec<String>>,
+    /// What the host logged during the step (its stderr and `log`
+    /// notifications), as the harness kept it. The host's own words, so no
+    /// evidence of what it did: only searched for what it must never say (TC4).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host_log: String,
 }
 
 impl Evidence {
