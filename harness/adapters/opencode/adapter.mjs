@@ -15,7 +15,7 @@ import {
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import {
-  sessionPermission, turnResult, liveState, childCeiling, applyPermission, ToolNameMismatch,
+  sessionPermission, turnResult, liveState, answeredCount, childCeiling, applyPermission,
   toolCallReport, pendingToolCall,
 } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
@@ -273,8 +273,9 @@ export class Adapter {
       // restart: sessions live in opencode's SQLite database under store_dir;
       // mcp: the harness's servers are opencode remote MCP servers;
       // fork: opencode's own POST /session/{id}/fork;
-      // wait: opencode's POST /api/session/{id}/wait (blocks until the session is idle).
-      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'wait'],
+      // wait: opencode's POST /api/session/{id}/wait (blocks until the session is idle);
+      // model-lifecycle-tools: the model gives a child input with `task` and its `task_id`.
+      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'wait', 'model-lifecycle-tools'],
     };
   }
 
@@ -398,14 +399,7 @@ export class Adapter {
     const newChildren = all.filter((c) => !knownChildren.has(c.id));
     const sessions = await this.allSessions();
     this.registerNew(sessions);
-    const childMessages = [];
-    if (this.catalogue.size) for (const c of newChildren) childMessages.push(...(await this.messages(c.id)));
-    try {
-      return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue, childMessages });
-    } catch (e) {
-      if (e instanceof ToolNameMismatch) throw unsupported(e.message);
-      throw e;
-    }
+    return turnResult({ instance: id, newMessages, newChildren, failure, pending, catalogue: this.catalogue });
   }
 
   /** opencode's pending permission requests for a session or its descendants. */
@@ -506,6 +500,12 @@ export class Adapter {
       // opencode forgets a permission request once it is answered.
       return denied('event_replayed', `opencode has no pending permission request ${request}`, ['reason']);
     }
+    // From now on opencode's list of pending requests lacks one the store
+    // had: recorded before the reply, so a restart cannot lose it.
+    if (!this.state.approvalsAnswered) {
+      this.state.approvalsAnswered = true;
+      this.saveState();
+    }
     const root = this.rootOf(permission.sessionID);
     const before = await this.messages(root);
     const knownChildren = new Set((await this.descendants(root)).map((c) => c.id));
@@ -569,6 +569,11 @@ export class Adapter {
     if (refused) return refused;
     const sessions = await this.allSessions();
     this.registerNew(sessions);
+    // opencode's idle session looks the same resumed or not; until its next
+    // model answer the adapter calls it running, from its own record of the
+    // resume, and says so (see observe).
+    this.state.resumed = { ...(this.state.resumed || {}), [id]: answeredCount(await this.messages(id)) };
+    this.saveState();
     return { outcome: 'ok', instance: id, effective: this.ceilingOf(id, sessions), inferred: ['effective'], detail: 'opencode sessions take a follow-up prompt as they are; nothing to restore' };
   }
 
@@ -617,13 +622,16 @@ export class Adapter {
     for (const [id, s] of sessions) {
       const known = this.state.instances[id];
       const ceiling = this.ceilingOf(id, sessions);
+      const messages = await this.messages(id);
+      const resumedAt = (this.state.resumed || {})[id];
+      const resumedIdle = resumedAt !== undefined && answeredCount(messages) === resumedAt && liveState(status[id], messages) === 'completed';
       const entry = {
         id,
-        state: liveState(status[id]),
+        state: resumedIdle ? 'running' : liveState(status[id], messages),
         role: known ? known.role : (s.agent || 'unknown'),
         model: known ? known.model : MODEL_ID,
         ceiling: ceiling || { sandbox: 'full-access', approval_policy: 'never', tools: {}, cwd: '/', provider: PROVIDER_ID, delegation_depth: this.subagentDepth() },
-        inferred: ['ceiling'],
+        inferred: resumedIdle ? ['ceiling', 'state'] : ['ceiling'],
       };
       if (s.parentID) entry.parent = s.parentID;
       instances.push(entry);
@@ -641,7 +649,11 @@ export class Adapter {
         state: 'pending',
       });
     }
-    const inferred = approvals.length ? ['approvals'] : [];
+    // GET /permission lists pending requests only: their digests are the
+    // adapter's, and once a request was answered opencode shows nothing of
+    // it (no decision, no dispatch), so the set is then incomplete. Before
+    // any request existed, an empty list is opencode's own statement.
+    const inferred = approvals.length || this.state.approvalsAnswered ? ['approvals'] : [];
     return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals, ...(inferred.length ? { inferred } : {}) } };
   }
 }

@@ -68,6 +68,18 @@
 //! Responses. Only role and task cross into those tools; the requested
 //! authority cannot be expressed there.
 //!
+//! A `tool_call` reply names an MCP tool as the harness's MCP server serves
+//! it (`notes.read`). opencode offers MCP tools to the model under its own
+//! name, `<server>_<tool>` sanitised ([`opencode_mcp_tool_name`]:
+//! `harness_notes_read`), and knows a call only by that name. So a Chat
+//! Completions call goes out under the scripted name when the request offers
+//! it, else under the one offered name that is opencode's name for it on one
+//! of [`ModelEndpointConfig::mcp_server_names`]; with none or several such
+//! names it stays as scripted. The record keeps the scripted reply and the
+//! tools as offered (their names and digests), and attribution is untouched.
+//! Responses (codex) calls keep the scripted name: the codex adapter's relay
+//! rewrites it to codex's own.
+//!
 //! A `lifecycle` reply becomes codex's own tool in namespace `multi_agent_v1`:
 //! `send_input {target, message}`, `resume_agent {id}`, `close_agent {target}`,
 //! `wait_agent {targets: [id], timeout_ms}`. Those ids are codex agent ids
@@ -206,15 +218,49 @@ pub struct ModelEndpointConfig {
     /// requires one even when `task_id` names the child). Default `general`,
     /// opencode's built-in subagent.
     pub chat_resume_subagent: String,
+    /// The names the host was given for the harness's MCP servers
+    /// (`initialize`'s `mcp_servers`), from which a Chat Completions tool call
+    /// finds the host's own name for a scripted MCP tool
+    /// ([`opencode_mcp_tool_name`]). Default: [`HARNESS_MCP_SERVER_NAME`].
+    pub mcp_server_names: Vec<String>,
 }
+
+/// The name under which the harness's MCP server is announced to hosts in
+/// `initialize` (the runner's `MCP_SERVER_NAME` must equal it), so that a
+/// default endpoint knows the host's names for its tools.
+pub const HARNESS_MCP_SERVER_NAME: &str = "harness";
 
 impl Default for ModelEndpointConfig {
     fn default() -> Self {
         ModelEndpointConfig {
             chat_delegation_tool: "task".to_string(),
             chat_resume_subagent: "general".to_string(),
+            mcp_server_names: vec![HARNESS_MCP_SERVER_NAME.to_string()],
         }
     }
+}
+
+/// opencode's name for the MCP tool `tool` of the server it was configured
+/// to call `server`: `<server>_<tool>`, each part with every character
+/// outside `[a-zA-Z0-9_-]` replaced by `_` (opencode's `MCP.tools()`,
+/// `packages/opencode/src/mcp/index.ts`). opencode replaces per UTF-16 code
+/// unit (a JavaScript regular expression without the `u` flag), so a
+/// character outside the Basic Multilingual Plane becomes two underscores.
+pub fn opencode_mcp_tool_name(server: &str, tool: &str) -> String {
+    fn sanitise(part: &str, into: &mut String) {
+        for c in part.chars() {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                into.push(c);
+            } else {
+                into.extend(std::iter::repeat_n('_', c.len_utf16()));
+            }
+        }
+    }
+    let mut name = String::with_capacity(server.len() + tool.len() + 1);
+    sanitise(server, &mut name);
+    name.push('_');
+    sanitise(tool, &mut name);
+    name
 }
 
 /// The wire format a request arrived in (by its path).
@@ -355,6 +401,37 @@ struct RenderContext<'a> {
     stream: bool,
     include_usage: bool,
     config: &'a ModelEndpointConfig,
+    /// The tools the request offered the model, by name.
+    offered_tools: &'a BTreeMap<String, String>,
+}
+
+impl RenderContext<'_> {
+    /// The name a Chat Completions call of the scripted tool `scripted` goes
+    /// out under. A script names MCP tools as the harness's MCP server serves
+    /// them; opencode offers them to the model as `<server>_<tool>` and knows
+    /// a call only by that name. So when the request does not offer
+    /// `scripted` itself but offers exactly one of its opencode names (one per
+    /// configured server), the call uses that name. Otherwise (the scripted
+    /// name is offered, nothing matches, or several servers' names do) it
+    /// stays as scripted: an unknown call is then the host's to refuse, and
+    /// an ambiguous one is never resolved by guessing.
+    fn called_tool_name(&self, scripted: &str) -> String {
+        if self.offered_tools.contains_key(scripted) {
+            return scripted.to_string();
+        }
+        let offered: std::collections::BTreeSet<String> = self
+            .config
+            .mcp_server_names
+            .iter()
+            .map(|server| opencode_mcp_tool_name(server, scripted))
+            .filter(|name| self.offered_tools.contains_key(name))
+            .collect();
+        let mut offered = offered.into_iter();
+        match (offered.next(), offered.next()) {
+            (Some(only), None) => only,
+            _ => scripted.to_string(),
+        }
+    }
 }
 
 struct Script {
@@ -672,6 +749,7 @@ impl Respond for Responder {
                 stream: turn.stream,
                 include_usage: turn.include_usage,
                 config: &script.config,
+                offered_tools: &record.tools,
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),

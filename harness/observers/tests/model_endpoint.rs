@@ -746,3 +746,124 @@ async fn lifecycle_replies_are_each_hosts_own_tools() {
         }
     }
 }
+
+/// A Chat Completions request offering these function tools (as opencode sends them).
+fn chat_body_offering(tools: &[&str]) -> Value {
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|name| {
+            json!({ "type": "function", "function": {
+                "name": name, "description": "a tool",
+                "parameters": { "type": "object", "properties": {} } } })
+        })
+        .collect();
+    json!({
+        "model": "fake", "stream": false,
+        "messages": [{ "role": "user", "content": "READ_IT" }],
+        "tools": tools,
+    })
+}
+
+/// The function name of the one tool call a Chat Completions answer makes.
+async fn chat_called_name(endpoint: &ModelEndpoint, offered: &[&str]) -> Value {
+    let response = post(
+        endpoint,
+        "/v1/chat/completions",
+        &chat_body_offering(offered),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let completion: Value = response.json().await.unwrap();
+    completion["choices"][0]["message"]["tool_calls"][0]["function"]["name"].clone()
+}
+
+fn read_notes_script() -> Vec<ModelRule> {
+    vec![rule(
+        input("READ_IT"),
+        ModelReply::ToolCall {
+            tool: "notes.read".to_string(),
+            arguments: json!({}),
+        },
+    )]
+}
+
+#[test]
+fn opencode_names_an_mcp_tool_server_underscore_tool_with_each_part_sanitised() {
+    use delegation_observers::model_endpoint::opencode_mcp_tool_name;
+    assert_eq!(
+        opencode_mcp_tool_name("harness", "notes.read"),
+        "harness_notes_read"
+    );
+    // `_` and `-` survive in both parts; a space, a dot and a slash do not.
+    assert_eq!(
+        opencode_mcp_tool_name("my server-1", "vendor-box/get_it"),
+        "my_server-1_vendor-box_get_it"
+    );
+    // opencode's regular expression replaces UTF-16 code units: `é` is one,
+    // an emoji two.
+    assert_eq!(opencode_mcp_tool_name("s", "é"), "s__");
+    assert_eq!(opencode_mcp_tool_name("s", "a\u{1F600}b"), "s_a__b");
+}
+
+#[tokio::test]
+async fn a_chat_tool_call_goes_out_under_the_hosts_mcp_name_when_only_that_is_offered() {
+    let endpoint = ModelEndpoint::start(read_notes_script()).await.unwrap();
+    // Control for the negatives below: the scripted name is renamed when,
+    // and only when, the request offers opencode's name for it.
+    assert_eq!(
+        chat_called_name(&endpoint, &["task", "read", "harness_notes_read"]).await,
+        "harness_notes_read"
+    );
+    // The record keeps the scripted reply, the offered names and their digests.
+    let record = endpoint.requests().pop().unwrap();
+    assert_eq!(
+        record.reply,
+        Some(ModelReply::ToolCall {
+            tool: "notes.read".to_string(),
+            arguments: json!({})
+        })
+    );
+    assert_eq!(
+        record.tools.keys().collect::<Vec<_>>(),
+        ["harness_notes_read", "read", "task"]
+    );
+    assert!(record.tools["harness_notes_read"].starts_with("sha256:"));
+    assert_eq!(record.attribution, Attribution::Unattributed);
+}
+
+#[tokio::test]
+async fn a_chat_tool_call_keeps_the_scripted_name_when_it_is_offered_or_nothing_matches() {
+    let endpoint = ModelEndpoint::start(read_notes_script()).await.unwrap();
+    // The scripted name itself is offered: it wins over the MCP form.
+    assert_eq!(
+        chat_called_name(&endpoint, &["notes.read", "harness_notes_read"]).await,
+        "notes.read"
+    );
+    // Only another server's form, or a name merely ending like it: no rename.
+    assert_eq!(
+        chat_called_name(&endpoint, &["other_notes_read", "harness_x_notes_read"]).await,
+        "notes.read"
+    );
+}
+
+#[tokio::test]
+async fn a_chat_tool_call_is_not_renamed_when_two_servers_names_for_it_are_offered() {
+    use delegation_observers::ModelEndpointConfig;
+    let config = ModelEndpointConfig {
+        mcp_server_names: vec!["alpha".to_string(), "beta".to_string()],
+        ..ModelEndpointConfig::default()
+    };
+    let endpoint = ModelEndpoint::start_with(read_notes_script(), config)
+        .await
+        .unwrap();
+    // Control: with one server's name offered, that one is called.
+    assert_eq!(
+        chat_called_name(&endpoint, &["beta_notes_read"]).await,
+        "beta_notes_read"
+    );
+    // Both servers serve it: the endpoint does not pick one.
+    assert_eq!(
+        chat_called_name(&endpoint, &["alpha_notes_read", "beta_notes_read"]).await,
+        "notes.read"
+    );
+}

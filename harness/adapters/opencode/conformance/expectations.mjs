@@ -30,6 +30,7 @@ const CAPABILITY = {
   events: 'opencode has no single-use host events to deliver',
   'task-capabilities': 'opencode has no task capability credentials',
   reviewer: 'opencode has no risk-scored approval reviewer',
+  'model-close-tools': 'opencode\'s model has no tool to close a child, reopen it without input or poll it: `task` only starts a child or continues one (`task_id`) with a prompt',
   'spawn-authority': 'opencode\'s `task` tool takes only {description, prompt, subagent_type, task_id}: a spawn cannot ask for an authority, so the refusal this scenario looks for cannot be asked for (`repro/child-authority.mjs`: the child opencode creates holds no more than its parent on every axis the adapter expresses)',
 };
 
@@ -45,8 +46,6 @@ const METHOD = {
   'clock/set': CAPABILITY.clock,
   // host/configure's refusals: -32001 for an option opencode cannot honour.
   'host/configure': 'the scenario configures an option opencode cannot honour and the adapter refuses (-32001): `strict_mode` (opencode has no sandbox to require of a child), `auto_approve` (see auto-approval) or `authorizer_required` (see external-authorizer)',
-  // instance/turn's -32001: the model endpoint names an MCP tool by its MCP name.
-  'instance/turn': 'the scripted model calls an MCP tool by its MCP name (e.g. `probe_read`), but opencode names it `<server>_<tool>` (`tools_probe_read`) and routes the call to its `invalid` tool; the adapter answers -32001 rather than report the harness\'s naming gap as opencode\'s verdict. Needs the model endpoint to map tool names for Chat Completions as it maps `spawn` onto `task` (harness/observers/src/model_endpoint/chat.rs)',
   'approval/answer': 'the decision is `allow-exact`: opencode\'s replies are once, always (every later call of the tool in the session, any arguments) and reject; none is one exact call',
 };
 

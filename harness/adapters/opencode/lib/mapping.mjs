@@ -110,23 +110,6 @@ export function harnessToolName(id, catalogue) {
   return id;
 }
 
-/** Thrown when the model called an MCP tool by its MCP name, which opencode does not know (see lib/mcp.mjs). */
-export class ToolNameMismatch extends Error {
-  constructor(name, opencode) {
-    super(`the model called \`${name}\`, which opencode exposes as \`${opencode}\` (it names MCP tools <server>_<tool>); opencode routed the call to its \`invalid\` tool. The harness's model endpoint calls MCP tools by their MCP name in Chat Completions, so a model tool call cannot reach an MCP tool on opencode until the endpoint maps names as it maps \`spawn\` onto \`task\``);
-    this.name = 'ToolNameMismatch';
-    this.tool = name;
-  }
-}
-
-/** Throws ToolNameMismatch for a call opencode routed to `invalid` because it named an MCP tool by its MCP name. */
-export function checkToolName(part, catalogue) {
-  if (part.type !== 'tool' || part.tool !== 'invalid') return;
-  const asked = part.state && part.state.input && part.state.input.tool;
-  const entry = asked && catalogue && catalogue.get(asked);
-  if (entry && entry.opencode !== asked) throw new ToolNameMismatch(asked, entry.opencode);
-}
-
 /** A pending opencode permission request as the protocol's tool call report. */
 export function pendingToolCall(permission, catalogue) {
   const tool = harnessToolName(permission.permission, catalogue);
@@ -157,9 +140,7 @@ export function toolCallReport(part, catalogue) {
  * (a follow-up model request with the tool's result); the report says so in
  * `detail`. `pending` is an opencode permission request the turn stopped at.
  */
-export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue, childMessages = [] }) {
-  // A child's call by the MCP name is the same harness limit as the instance's own (see ToolNameMismatch).
-  for (const message of childMessages) for (const part of message.parts || []) checkToolName(part, catalogue);
+export function turnResult({ instance, newMessages, newChildren, failure, pending, catalogue }) {
   const assistants = newMessages.filter((m) => m.info && m.info.role === 'assistant');
   const base = { outcome: 'ok', instance };
   if (failure) return { ...base, turn: { reply: 'model_failed', detail: failure } };
@@ -175,6 +156,8 @@ export function turnResult({ instance, newMessages, newChildren, failure, pendin
   }
   const follow = assistants.length > 1 ? ` (opencode made ${assistants.length - 1} follow-up model request(s) in the same turn)` : '';
   const task = tools.find(asksForTask);
+  const continued = task && task.state && task.state.input && task.state.input.task_id;
+  if (continued) return continuedTask({ base, task, target: continued, follow });
   if (task) {
     const state = task.state || {};
     const claimed = state.metadata && state.metadata.sessionId;
@@ -195,12 +178,39 @@ export function turnResult({ instance, newMessages, newChildren, failure, pendin
   }
   if (tools.length > 0) {
     const call = tools[0];
-    checkToolName(call, catalogue);
     const report = toolCallReport(call, catalogue);
-    return { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
+    const result = { ...base, detail: `tool ${call.tool} ${(call.state && call.state.status) || ''}${follow}`.trim(), turn: { reply: 'tool_call', tool: report.tool }, tool_call: report };
+    // opencode says only that the tool was unavailable (not offered to this
+    // session: denied by its rules, or no longer served); the deny reason is
+    // the adapter's reading, and the protocol can mark only the whole report.
+    if (call.tool === 'invalid') result.inferred = ['tool_call'];
+    return result;
   }
   const last = assistants[assistants.length - 1];
   return { ...base, turn: { reply: 'message', text: textOf(last) } };
+}
+
+/**
+ * A `task` call naming an existing child (`task_id`): opencode's one way for
+ * a model to give a child input, which the protocol calls a lifecycle
+ * `send_input` (a `resume` with a message is the same opencode call, so the
+ * op is the adapter's name for it: the report is marked inferred). The
+ * nested result names the session opencode ran the prompt in
+ * (`metadata.sessionId`), which is not always the one asked for.
+ */
+function continuedTask({ base, task, target, follow }) {
+  const state = task.state || {};
+  const ran = state.metadata && state.metadata.sessionId;
+  const stated = errorText(state.error) || (task.tool === 'invalid' && state.output);
+  const lifecycle = task.tool === 'task' && state.status === 'completed'
+    ? { outcome: 'ok', instance: ran || target, ...(ran && ran !== target ? { detail: `opencode ran the prompt in session ${ran}, not ${target}` } : {}) }
+    : { outcome: 'denied', reason: denyReasonFor(stated || ''), detail: stated || `task call ended ${state.status || 'without a status'}` };
+  return {
+    ...base,
+    detail: `task continued ${target}${follow}`,
+    turn: { reply: 'lifecycle', op: 'send_input', target, lifecycle },
+    inferred: ['turn'],
+  };
 }
 
 /**
@@ -217,9 +227,21 @@ export function asksForTask(part) {
   return input.tool === 'task' || /unavailable tool 'task'/.test(`${state.output || ''} ${errorText(state.error)} ${input.error || ''}`);
 }
 
-/** The lifecycle state of a live opencode session, from GET /session/status. */
-export function liveState(status) {
-  return status && (status.type === 'busy' || status.type === 'retry') ? 'running' : 'completed';
+/**
+ * The lifecycle state of a live opencode session, from GET /session/status
+ * and its messages: busy (or retrying) is running; idle after a model
+ * answer is a completed turn; idle with no model answer yet is a session
+ * started and waiting for its first turn, which the protocol calls running
+ * (opencode has no state of its own for it: nothing has completed).
+ */
+export function liveState(status, messages) {
+  if (status && (status.type === 'busy' || status.type === 'retry')) return 'running';
+  return answeredCount(messages) > 0 ? 'completed' : 'running';
+}
+
+/** How many model answers (assistant messages) a session holds. */
+export function answeredCount(messages) {
+  return (messages || []).filter((m) => m.info && m.info.role === 'assistant').length;
 }
 
 /** A child's ceiling: its parent's, one level of delegation less. */

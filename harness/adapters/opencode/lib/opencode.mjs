@@ -255,7 +255,26 @@ export class OpencodeServer {
     this.exited = null;
   }
 
-  async start({ readyTimeoutMs = 20000 } = {}) {
+  /**
+   * Starts `opencode serve` on a free port. Once in a full run opencode
+   * exited at once with `ServeError` before it listened, most likely
+   * because the port, free when chosen, was taken before it bound it
+   * (several stores start at once on a busy machine). Such an early exit
+   * is retried on a new port, at most `attempts` times in all; a start that
+   * hangs is not, and one that keeps failing is still an error.
+   */
+  async start({ readyTimeoutMs = 20000, attempts = 3 } = {}) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.startOnce({ readyTimeoutMs });
+      } catch (e) {
+        if (!e.earlyExit || attempt >= attempts) throw e;
+        this.log('warn', `${e.message}; starting it again on another port (attempt ${attempt + 1} of ${attempts})`);
+      }
+    }
+  }
+
+  async startOnce({ readyTimeoutMs }) {
     const port = await freePort();
     this.url = `http://127.0.0.1:${port}`;
     const child = spawn(this.command, [...this.args, 'serve', '--hostname', '127.0.0.1', '--port', String(port)], {
@@ -275,7 +294,7 @@ export class OpencodeServer {
     const deadline = Date.now() + readyTimeoutMs;
     while (Date.now() < deadline) {
       if (spawnError) throw new Error(`could not start opencode (${this.command}): ${spawnError.message}`);
-      if (gone) throw new Error(`opencode serve exited before it was ready (${this.command})`);
+      if (gone) throw Object.assign(new Error(`opencode serve exited before it was ready (${this.command})`), { earlyExit: true });
       try {
         // Short probes: a request sent while opencode is still booting can hang unanswered.
         const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(2000) });

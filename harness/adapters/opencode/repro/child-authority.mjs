@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Reproduction for zc/015, zc/017, zc/018: what a child that opencode's `task` tool creates may really do, next to what its parent may do.
 //
-// Usage: node harness/adapters/opencode/repro/child-authority.mjs [--keep]
+// Usage: node harness/adapters/opencode/repro/child-authority.mjs [--keep] [--only=TEXT]
+//
+// --only=TEXT runs only the cases whose name contains TEXT (e.g. `--only=ask`).
 //
 // Starts the pinned opencode exactly as adapter.mjs does (same opencode.json,
 // same per-session permission rules from lib/mapping.mjs), with a scripted
@@ -24,6 +26,7 @@ import { sessionPermission } from '../lib/mapping.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const keep = process.argv.includes('--keep');
+const only = (process.argv.find((a) => a.startsWith('--only=')) || '').slice('--only='.length);
 
 // ---- the scripted model endpoint (and the canary) ---------------------------------------------
 
@@ -168,6 +171,11 @@ const cases = [
     action: (tag) => ({ name: 'bash', arguments: { command: `touch ${tag}.txt`, description: 'touch a file' } }),
     effect: written,
   },
+  // A parent whose rules ask before a file write (as the adapter's rules ask
+  // for a tool its approval policy wants a person for): the parent's own
+  // write waits for a person (the probe rejects it, so no file); the child's
+  // write shows whether opencode asks there too or runs it unasked.
+  { name: 'ask: file write (parent asks before edit)', parent: fullAccess, rules: [{ permission: 'edit', pattern: '*', action: 'ask' }], action: writeFile, effect: written },
   {
     name: 'read outside the workspace (zc/018: cwd `..`)', parent: workspaceWriteNoNetwork,
     action: () => ({ name: 'read', arguments: { filePath: outside } }),
@@ -177,7 +185,7 @@ const cases = [
 
 const results = [];
 let n = 0;
-for (const c of cases) {
+for (const c of cases.filter((x) => x.name.includes(only))) {
   for (const who of ['parent', 'child']) {
     n += 1;
     const tag = `probe-${who}-${n}`;
@@ -189,7 +197,7 @@ for (const c of cases) {
       [selfMarker]: c.action(tag),
       [delegateMarker]: { name: 'task', arguments: { description: 'probe child', prompt: `child task ${childMarker}`, subagent_type: 'worker' } },
     };
-    const permission = sessionPermission(c.parent);
+    const permission = c.rules || sessionPermission(c.parent);
     const root = await api('POST', '/session', { title: `probe ${tag}`, permission });
     const asks = await prompt(root.id, who === 'parent' ? `do it yourself ${selfMarker}` : `delegate it ${delegateMarker}`);
     const kids = await api('GET', `/session/${root.id}/children`);

@@ -11,7 +11,7 @@ test('initialize declares only what opencode has; unknown methods are -32601; no
   const early = await a.request('state/observe');
   assert.equal(early.error.code, -32003);
   const init = await a.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'wait']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'wait', 'model-lifecycle-tools']);
   assert.equal(init.result.protocol_version, '1.0');
   for (const method of ['receipt/prepare', 'instance/delegate', 'clock/set', 'fault/arm', 'approval/auto', 'event/deliver', 'grant/revoke', 'instance/fail', 'instance/tool_call']) {
     const r = await a.request(method, {});
@@ -149,5 +149,26 @@ test('a turn opencode starts late (loaded machine) is waited for, not reported a
     assert.ok(Date.now() - t1 < 10000);
   } finally {
     a.child.kill('SIGTERM');
+  }
+});
+
+test('an opencode that exits before it listens (its port taken) is started again on another port, at most three times in all', async () => {
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  for (const [failures, configured] of [[2, true], [3, false]]) {
+    const store = tempDir(`failstart${failures}`);
+    const counter = join(store, 'fail-starts');
+    writeFileSync(counter, String(failures));
+    const a = startAdapter({ store, extraEnv: { FAKE_FAIL_STARTS: counter } });
+    await a.initialize();
+    const r = await a.request('host/configure', {});
+    if (configured) {
+      assert.equal(r.result.outcome, 'ok');
+      assert.match(a.stderr, /starting it again on another port \(attempt 3 of 3\)/);
+    } else {
+      // Control: a start that keeps failing is still an error, not hidden.
+      assert.match(r.error.message, /exited before it was ready/);
+    }
+    await a.close();
   }
 });

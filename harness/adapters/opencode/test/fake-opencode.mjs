@@ -22,6 +22,16 @@ const db = existsSync(DB) ? JSON.parse(readFileSync(DB, 'utf8')) : { sessions: {
 const status = {};
 const permissions = {};
 appendFileSync('fake-starts.txt', 'start\n');
+// FAKE_FAIL_STARTS names a file holding N: the next N starts fail as
+// opencode does when it cannot listen (ServeError), before answering.
+if (process.env.FAKE_FAIL_STARTS && existsSync(process.env.FAKE_FAIL_STARTS)) {
+  const left = Number(readFileSync(process.env.FAKE_FAIL_STARTS, 'utf8'));
+  if (left > 0) {
+    writeFileSync(process.env.FAKE_FAIL_STARTS, String(left - 1));
+    process.stderr.write('Error: Unexpected error\n\nServeError\n');
+    process.exit(1);
+  }
+}
 if (process.env.FAKE_ENV_FILE) writeFileSync(process.env.FAKE_ENV_FILE, JSON.stringify(process.env));
 // The tools opencode has: a few built-in ones and `<server>_<tool>` for every MCP server in opencode.json.
 const mcpServers = () => Object.keys((existsSync('opencode.json') && JSON.parse(readFileSync('opencode.json', 'utf8')).mcp) || {});

@@ -49,11 +49,15 @@ test('text is a message; an error or a failure is model_failed', () => {
   assert.equal(turnResult({ instance: 'a', newMessages: [], newChildren: [], failure: 'retrying' }).turn.reply, 'model_failed');
 });
 
-test('a child ceiling has one level of delegation less; busy is running', () => {
+test('a child ceiling has one level of delegation less; busy is running, idle after an answer completed, idle before any answer running', () => {
   assert.equal(childCeiling({ delegation_depth: 1 }).delegation_depth, 0);
   assert.equal(childCeiling({ delegation_depth: 0 }).delegation_depth, 0);
-  assert.equal(liveState({ type: 'busy' }), 'running');
-  assert.equal(liveState(undefined), 'completed');
+  const answered = [{ info: { role: 'user' } }, { info: { role: 'assistant' } }];
+  assert.equal(liveState({ type: 'busy' }, answered), 'running');
+  assert.equal(liveState(undefined, answered), 'completed');
+  assert.equal(liveState({ type: 'idle' }, answered), 'completed');
+  assert.equal(liveState(undefined, []), 'running');
+  assert.equal(liveState(undefined, [{ info: { role: 'user' } }]), 'running');
 });
 
 test('approval policies give each action class the model\'s verdict as an opencode action', async () => {
@@ -96,15 +100,27 @@ test('a task call that leaves no child and no word from opencode is a denied spa
   assert.deepEqual([worded.turn.spawn.reason, worded.inferred], ['ceiling_exceeded', undefined]);
 });
 
-test('a call opencode routed to `invalid` because it used the MCP name is a ToolNameMismatch, in the turn or in a new child', async () => {
-  const { ToolNameMismatch } = await import('../lib/mapping.mjs');
-  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'tools_notes_read' }]]);
+test('a call opencode routed to `invalid` (a tool the session was not offered) is refused, its report marked inferred; a tool that ran is read as it is', () => {
+  const catalogue = new Map([['notes.read', { name: 'notes.read', opencode: 'harness_notes_read' }]]);
   const invalid = { type: 'tool', tool: 'invalid', state: { status: 'completed', input: { tool: 'notes.read', error: 'x' } } };
-  assert.throws(() => turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [invalid] }], catalogue }), ToolNameMismatch);
-  const spawn = { info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state: { status: 'completed', metadata: { sessionId: 'ses_2' } } }] };
-  assert.throws(() => turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [spawn], catalogue, childMessages: [{ info: { role: 'assistant' }, parts: [invalid] }] }), ToolNameMismatch);
-  assert.equal(turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [spawn], catalogue, childMessages: [] }).turn.spawn.outcome, 'ok');
-  // An unknown tool that is no MCP tool's name stays an ordinary refused call.
-  const other = { ...invalid, state: { ...invalid.state, input: { tool: 'nothing' } } };
-  assert.deepEqual(turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [other] }], catalogue }).tool_call, { tool: 'nothing', outcome: 'denied', reason: 'policy_denied' });
+  const refused = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [invalid] }], catalogue });
+  assert.deepEqual([refused.tool_call, refused.inferred], [{ tool: 'notes.read', outcome: 'denied', reason: 'policy_denied' }, ['tool_call']]);
+  // Control: the same tool under opencode's name ran; nothing in the report is the adapter's.
+  const ran = { type: 'tool', tool: 'harness_notes_read', state: { status: 'completed', input: {}, output: 'text' } };
+  const executed = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [{ info: { role: 'assistant' }, parts: [ran] }], catalogue });
+  assert.deepEqual([executed.tool_call, executed.inferred], [{ tool: 'notes.read', outcome: 'executed', result: 'text' }, undefined]);
+});
+
+test('a task call naming an existing child is a lifecycle send_input (marked inferred: opencode has one call for send_input and resume); a new spawn stays a spawn', () => {
+  const call = (state) => ({ info: { role: 'assistant' }, parts: [{ type: 'tool', tool: 'task', state }] });
+  const ok = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [call({ status: 'completed', input: { task_id: 'ses_2' }, metadata: { sessionId: 'ses_2' } })] });
+  assert.deepEqual([ok.turn, ok.inferred], [{ reply: 'lifecycle', op: 'send_input', target: 'ses_2', lifecycle: { outcome: 'ok', instance: 'ses_2' } }, ['turn']]);
+  // opencode ran the prompt elsewhere: the report names where.
+  const elsewhere = turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_3' }], newMessages: [call({ status: 'completed', input: { task_id: 'ses_2' }, metadata: { sessionId: 'ses_3' } })] });
+  assert.equal(elsewhere.turn.lifecycle.instance, 'ses_3');
+  const refused = turnResult({ instance: 'ses_1', newChildren: [], newMessages: [call({ status: 'error', input: { task_id: 'ses_2' }, error: 'Subagent depth limit reached (1).' })] });
+  assert.deepEqual([refused.turn.lifecycle.outcome, refused.turn.lifecycle.reason], ['denied', 'ceiling_exceeded']);
+  // Control: without task_id the same call is a spawn.
+  const spawn = turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [call({ status: 'completed', input: {}, metadata: { sessionId: 'ses_2' } })] });
+  assert.deepEqual([spawn.turn.reply, spawn.turn.spawn.instance, spawn.inferred], ['spawn', 'ses_2', undefined]);
 });

@@ -81,7 +81,7 @@ fn output(reply: &ModelReply, context: &RenderContext) -> Output {
     match reply {
         ModelReply::Message { text } => Output::Text(text.clone()),
         ModelReply::ToolCall { tool, arguments } => Output::Call {
-            name: tool.clone(),
+            name: context.called_tool_name(tool),
             arguments: arguments.to_string(),
         },
         ModelReply::Spawn(spawn) => Output::Call {
