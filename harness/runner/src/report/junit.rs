@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::{Collector, Reporter, failure_line};
+use super::{Collector, Reporter};
 use crate::events::RunEvent;
 use crate::verdict::Verdict;
 
@@ -49,14 +49,9 @@ impl Reporter for JunitReporter {
                     let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                     s.set_message(format!("violated {}", ids.join(", ")));
                     s.set_type("invariant-violation");
-                    s.set_description(
-                        result
-                            .failures
-                            .iter()
-                            .map(failure_line)
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    );
+                    // Each failed check, and once per step what was observed:
+                    // a CI view of the failure should not need the JSON report.
+                    s.set_description(super::failures_with_evidence(result));
                     s
                 }
                 Verdict::Stale { reason } => {
@@ -70,9 +65,9 @@ impl Reporter for JunitReporter {
                     stderr_tail,
                 } => {
                     let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                    s.set_message(message.clone());
+                    s.set_message(super::printable(message));
                     s.set_type("host-error");
-                    s.set_description(stderr_tail.clone());
+                    s.set_description(super::printable(stderr_tail));
                     s
                 }
                 Verdict::HarnessError { message } => {

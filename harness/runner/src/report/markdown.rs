@@ -22,8 +22,65 @@ impl MarkdownReporter {
     }
 }
 
+/// A table cell: a host's text with control characters and HTML made
+/// inert (a job summary renders HTML), table syntax escaped, bounded.
 fn cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    super::bounded(&super::printable(text), CELL_MAX)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace('\n', "<br>")
+}
+
+/// Longest table cell, in characters.
+const CELL_MAX: usize = 1_500;
+/// Past this size the all-scenarios table stops (GitHub refuses a job
+/// summary over 1 MiB); the JSON report always has everything.
+const REPORT_BUDGET: usize = 700_000;
+
+/// The detail column of a result: its failed checks, or what its verdict says.
+fn detail(r: &crate::verdict::ScenarioResult) -> String {
+    match &r.verdict {
+        Verdict::Fail => r
+            .failures
+            .iter()
+            .map(failure_line)
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Verdict::Error { message, .. } => message.clone(),
+        Verdict::HarnessError { message } => {
+            format!("the harness failed, not the host: {message}")
+        }
+        Verdict::Stale { reason } => reason.clone(),
+        Verdict::KnownFailure { security: true, .. } => {
+            format!("**{}**", r.verdict.known_failure_text().unwrap_or_default())
+        }
+        Verdict::KnownFailure { .. } => r.verdict.known_failure_text().unwrap_or_default(),
+        Verdict::Unsupported { missing } => format!("needs {}", missing.join(", ")),
+        Verdict::Unverified { rests_on } => format!(
+            "rests only on the adapter's inference: {}",
+            rests_on.join("; ")
+        ),
+        Verdict::Inconclusive {
+            control,
+            control_verdict,
+        } => format!("control `{control}`: {control_verdict}"),
+        Verdict::Pass => String::new(),
+    }
+}
+
+/// Results a maintainer should look at first: listed before the full table.
+fn needs_a_look(v: &Verdict) -> bool {
+    matches!(
+        v,
+        Verdict::Fail
+            | Verdict::Error { .. }
+            | Verdict::Stale { .. }
+            | Verdict::Inconclusive { .. }
+            | Verdict::Unverified { .. }
+            | Verdict::HarnessError { .. }
+    )
 }
 
 impl Reporter for MarkdownReporter {
@@ -82,39 +139,56 @@ impl Reporter for MarkdownReporter {
             );
         }
         let _ = writeln!(out);
+        let look: Vec<_> = self
+            .collector
+            .sorted()
+            .into_iter()
+            .filter(|r| needs_a_look(&r.verdict))
+            .collect();
+        if !look.is_empty() {
+            let _ = writeln!(out, "### Needs a look ({})\n", look.len());
+            for r in &look {
+                let _ = writeln!(
+                    out,
+                    "<details><summary><code>{}</code> [{}]: <b>{}</b></summary>\n\n```text\n{}\n```\n\nrerun: <code>{}</code>\n</details>\n",
+                    r.id,
+                    r.tier,
+                    r.verdict.name(),
+                    super::bounded(
+                        &match &r.verdict {
+                            Verdict::Fail | Verdict::Inconclusive { .. } =>
+                                super::failures_with_evidence(r),
+                            _ => super::printable(&detail(r)),
+                        },
+                        4_000
+                    )
+                    .replace("```", "ʼʼʼ"),
+                    cell(&super::rerun_command(
+                        &self.collector.host,
+                        &r.id,
+                        Some(self.collector.seed)
+                    ))
+                );
+            }
+        }
+        let _ = writeln!(out, "### All scenarios\n");
         let _ = writeln!(
             out,
             "| scenario | tier | checks | verdict | detail |\n|---|---|---|---|---|"
         );
-        for r in self.collector.sorted() {
+        let sorted = self.collector.sorted();
+        let total = sorted.len();
+        for (shown, r) in sorted.into_iter().enumerate() {
+            if out.len() > REPORT_BUDGET {
+                let _ = writeln!(
+                    out,
+                    "\n> {} more scenarios not shown here (this report stays under GitHub's job-summary limit); the JSON report has all of them.",
+                    total - shown
+                );
+                break;
+            }
             let checks: Vec<String> = r.checks.iter().map(|c| c.to_string()).collect();
-            let detail = match &r.verdict {
-                Verdict::Fail => r
-                    .failures
-                    .iter()
-                    .map(failure_line)
-                    .collect::<Vec<_>>()
-                    .join("<br>"),
-                Verdict::Error { message, .. } => message.clone(),
-                Verdict::HarnessError { message } => {
-                    format!("the harness failed, not the host: {message}")
-                }
-                Verdict::Stale { reason } => reason.clone(),
-                Verdict::KnownFailure { security: true, .. } => {
-                    format!("**{}**", r.verdict.known_failure_text().unwrap_or_default())
-                }
-                Verdict::KnownFailure { .. } => r.verdict.known_failure_text().unwrap_or_default(),
-                Verdict::Unsupported { missing } => format!("needs {}", missing.join(", ")),
-                Verdict::Unverified { rests_on } => format!(
-                    "rests only on the adapter's inference: {}",
-                    rests_on.join("; ")
-                ),
-                Verdict::Inconclusive {
-                    control,
-                    control_verdict,
-                } => format!("control `{control}`: {control_verdict}"),
-                Verdict::Pass => String::new(),
-            };
+            let detail = detail(r);
             let _ = writeln!(
                 out,
                 "| `{}` | {} | {} | {} | {} |",

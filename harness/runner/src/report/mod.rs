@@ -205,3 +205,56 @@ pub fn rerun_command(host: &str, id: &str, seed: Option<u64>) -> String {
     }
     shell_words::join(words)
 }
+
+/// Text a host wrote, made safe to show: control characters (terminal
+/// escapes, NUL, form feeds) are written as `\u{..}`; new lines and tabs stay.
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A result's failed checks grouped by step, each step's evidence once
+/// after its failures (what the observers saw, the host's reply), as plain
+/// text for JUnit and the Markdown report.
+pub fn failures_with_evidence(result: &crate::verdict::ScenarioResult) -> String {
+    let mut steps: Vec<usize> = result.failures.iter().map(|f| f.step).collect();
+    steps.dedup();
+    let mut out = Vec::new();
+    for step in steps {
+        let of_step: Vec<_> = result.failures.iter().filter(|f| f.step == step).collect();
+        for f in &of_step {
+            out.push(failure_line(f));
+        }
+        if let Some(evidence) = of_step.iter().map(|f| &f.evidence).find(|e| !e.is_null()) {
+            if !evidence["observers"].is_null() {
+                out.push(format!(
+                    "  evidence: {}",
+                    serde_json::to_string(&evidence["observers"]).unwrap_or_default()
+                ));
+            }
+            if !evidence["host_reply"].is_null() {
+                out.push(format!(
+                    "  host reply: {}",
+                    serde_json::to_string(&evidence["host_reply"]).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    printable(&out.join("\n"))
+}
+
+/// At most `max` characters of `text`, saying where the rest is.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(max).collect();
+    format!("{head}… (cut; the JSON report has all of it)")
+}

@@ -309,6 +309,57 @@ async fn junit_json_and_markdown_reports_are_written_and_junit_parses_as_xml() {
         md.contains("| zc | 2 | 1 | 1 | 0 | 0 (0) | 0 (0) | 0 | 0 |"),
         "{md}"
     );
+    // Failures first: the failed negative, its evidence once, and how to rerun it alone.
+    let look = md
+        .find("### Needs a look (1)")
+        .expect("a needs-a-look section");
+    let table = md.find("### All scenarios").expect("the full table");
+    assert!(look < table, "{md}");
+    let section = &md[look..table];
+    assert!(
+        section.contains("zc/003-negative") && !section.contains("zc/002-control"),
+        "{md}"
+    );
+    // Evidence once per failed step, not once per failed check.
+    let failed_steps: std::collections::BTreeSet<u64> = json["scenarios"][1]["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["step"].as_u64().unwrap())
+        .collect();
+    let failed_checks = json["scenarios"][1]["failures"].as_array().unwrap().len();
+    assert!(
+        failed_checks > failed_steps.len(),
+        "the fixture fails several checks in one step"
+    );
+    assert_eq!(
+        section.matches("  evidence: ").count(),
+        failed_steps.len(),
+        "{md}"
+    );
+    assert!(
+        section.contains("rerun: <code>delegation-harness run --host"),
+        "{md}"
+    );
+    // JUnit carries the failure's evidence, not only its message.
+    assert!(xml.contains("evidence: "), "{xml}");
+}
+
+#[test]
+fn host_text_in_reports_is_made_printable_and_bounded() {
+    use delegation_runner::report::{bounded, printable};
+    assert_eq!(
+        printable("a\x1b[31mred\x00\nnext\tcol"),
+        "a\\u{1b}[31mred\\u{0}\nnext\tcol"
+    );
+    assert_eq!(printable("plain"), "plain");
+    let long = "x".repeat(50);
+    assert_eq!(bounded(&long, 100), long);
+    let cut = bounded(&long, 10);
+    assert!(
+        cut.starts_with("xxxxxxxxxx…") && cut.contains("JSON report"),
+        "{cut}"
+    );
 }
 
 #[tokio::test]
