@@ -11,10 +11,10 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
 import {
-  ensureClaude, isolatedEnv, storePaths, runClaude, killGroup, readStore, readJson, writeAtomic, sessionAnswered,
+  ensureClaude, isolatedEnv, storePaths, runClaude, killGroup, readStore, readJson, writeAtomic, sessionAnswered, LiveRun,
 } from './lib/claude.mjs';
 import { digestEvents, childrenOf, turnReport } from './lib/mapping.mjs';
-import { toolCatalogue } from './lib/mcp.mjs';
+import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 const MODEL_ID = 'reference-model';
@@ -38,6 +38,8 @@ export class Adapter {
     this.turnTimeoutMs = Number(env.CLAUDE_CODE_ADAPTER_TURN_TIMEOUT_MS || 25000);
     this.initialized = false;
     this.running = new Set();
+    // Root instance id -> the LiveRun waiting on a person's approval.
+    this.live = new Map();
     this.mcpServers = [];
     this.catalogue = new Map();
   }
@@ -49,7 +51,10 @@ export class Adapter {
 
   // ---- durable adapter state (what Claude Code's own store does not say) -------------------
 
-  loadState() { this.state = readJson(this.paths.state, { instances: {}, configuration: {} }); }
+  loadState() {
+    this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
+    this.state.approvals = this.state.approvals || [];
+  }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
 
@@ -78,6 +83,7 @@ export class Adapter {
       case 'host/configure': return this.configure(params);
       case 'instance/start': return this.start(params);
       case 'instance/turn': return this.turn(params);
+      case 'approval/answer': return this.answer(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: Claude Code has no equivalent this adapter can drive honestly (see README.md)`);
@@ -158,7 +164,9 @@ export class Adapter {
     const sandbox = params.sandbox ?? 'read-only';
     if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('Claude Code has no external sandboxes');
     const policy = params.approval_policy ?? 'never';
-    if (policy !== 'never') throw unsupported(`approval policy ${JSON.stringify(policy)}: a person's approval needs Claude Code's permission prompt, which this adapter does not drive; only "never" (no prompts: what is not allowed is denied) runs`);
+    if (!['never', 'on-request', 'untrusted'].includes(policy)) {
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: Claude Code's permission rules are per tool, not per action class`);
+    }
     const names = params.tools || [];
     if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
     const catalogue = names.length ? await this.refreshCatalogue() : this.catalogue;
@@ -198,7 +206,7 @@ export class Adapter {
   }
 
   /** The `claude -p` options that carry a root's ceiling: permission mode, deny and allow rules, MCP servers, spawn depth. */
-  rootOptions(root) {
+  rootOptions(root, { forTurn = false } = {}) {
     const ceiling = root.ceiling;
     const args = ['-p', '--output-format', 'stream-json', '--verbose'];
     const env = { ...this.claudeEnv };
@@ -219,9 +227,18 @@ export class Adapter {
       const file = join(this.paths.root, 'mcp.json');
       writeAtomic(file, JSON.stringify(config, null, 2) + '\n');
       args.push('--mcp-config', file, '--strict-mcp-config');
+      // A sealed tool runs without asking under `never` (nobody to ask), and
+      // under `on-request` when it only reads; every other sealed tool asks.
+      // A tool served but not sealed is removed.
       const sealed = new Set(root.sealed || []);
-      for (const entry of this.catalogue.values()) (sealed.has(entry.name) ? allow : deny).push(entry.claude);
+      for (const entry of this.catalogue.values()) {
+        if (!sealed.has(entry.name)) deny.push(entry.claude);
+        else if (ceiling.approval_policy === 'never' || (ceiling.approval_policy === 'on-request' && entry.class === 'read')) allow.push(entry.claude);
+      }
     }
+    // Asking is a person's approval, over the control protocol on stdio;
+    // with `never` there is no one to ask and an ask is a denial.
+    if (forTurn && ceiling.approval_policy !== 'never') args.push('--permission-prompt-tool', 'stdio');
     if (deny.length) args.push('--disallowedTools', deny.join(','));
     if (allow.length) args.push('--allowedTools', allow.join(','));
     return { args, env };
@@ -236,21 +253,36 @@ export class Adapter {
       throw unsupported('a turn on a subagent: Claude Code continues a subagent only through its parent (SendMessage), not from outside');
     }
     const { sessions } = readStore(this.paths.home, this.hostPath(instance.cwd));
-    const { args, env } = this.rootOptions(instance);
-    // The first turn creates the session under the instance id, later ones resume it.
+    if (this.live.has(id)) return denied('policy_denied', `instance ${id} is waiting for a person's answer to Claude Code's permission request`, ['reason']);
+    const { args, env } = this.rootOptions(instance, { forTurn: true });
+    // The start created the session under the instance id; every turn resumes it.
     args.push(sessions.has(id) ? '--resume' : '--session-id', id);
-    const run = await this.run(args, env, instance.cwd, input);
-    if (run.timedOut) throw new RpcError(CODES.HOST_FAILURE, `claude did not finish the turn within ${this.turnTimeoutMs} ms; killed. stderr: ${run.stderr.slice(-500)}`);
+    const run = new LiveRun({ bin: this.bin, args, env, cwd: this.hostPath(instance.cwd), onSpawn: (child) => this.running.add(child) });
+    run.prompt(input);
+    return this.settle(id, run);
+  }
+
+  /** Waits for the run of root `id` to end or to ask a person, and reports either. */
+  async settle(id, run, answered) {
+    const settled = await run.settle(this.turnTimeoutMs);
+    if (settled.timedOut) {
+      this.live.delete(id);
+      throw new RpcError(CODES.HOST_FAILURE, `claude did not finish the turn within ${this.turnTimeoutMs} ms; killed. stderr: ${run.stderr.slice(-500)}`);
+    }
     const digest = digestEvents(run.events);
+    this.registerChildren(id, digest);
+    if (settled.pending) {
+      this.live.set(id, run);
+      const approval = this.recordApproval(id, settled.pending);
+      const toolCall = { tool: approval.tool, outcome: 'pending_approval', approval: approval.id };
+      if (answered) return { outcome: 'ok', instance: approval.instance, tool_call: toolCall };
+      return { outcome: 'ok', instance: id, turn: { reply: 'tool_call', tool: approval.tool }, tool_call: toolCall };
+    }
+    this.live.delete(id);
     if (!digest.result && run.code !== 0) {
       throw new RpcError(CODES.HOST_FAILURE, `claude exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
     }
-    for (const child of childrenOf(digest, id)) {
-      if (this.state.instances[child.id]) continue;
-      const parentCeiling = (this.state.instances[child.parent] || {}).ceiling || instance.ceiling;
-      this.state.instances[child.id] = { parent: child.parent, role: child.role, model: MODEL_ID, ceiling: this.childCeiling(parentCeiling, child.role) };
-    }
-    this.saveState();
+    if (answered) return this.answeredReport(answered, digest);
     const report = turnReport(digest, {
       nameBack: (name) => this.nameBack(name),
       childEffective: (child) => (this.state.instances[child.agentId] || {}).ceiling,
@@ -261,6 +293,74 @@ export class Adapter {
       ...(report.detail ? { detail: report.detail } : {}),
       ...(report.inferred.length ? { inferred: report.inferred } : {}),
     };
+  }
+
+  /** Records the subagents a run created (from its stream-json events). */
+  registerChildren(id, digest) {
+    const instance = this.state.instances[id];
+    for (const child of childrenOf(digest, id)) {
+      if (this.state.instances[child.id]) continue;
+      const parentCeiling = (this.state.instances[child.parent] || {}).ceiling || instance.ceiling;
+      this.state.instances[child.id] = { parent: child.parent, role: child.role, model: MODEL_ID, ceiling: this.childCeiling(parentCeiling, child.role) };
+    }
+    this.saveState();
+  }
+
+  /**
+   * A pending approval for Claude Code's permission request. Claude Code
+   * keeps no approval records: the id, state and decision are the adapter's
+   * bookkeeping (reported as inferred), the tool and arguments Claude Code's.
+   */
+  recordApproval(root, pending) {
+    const request = pending.request;
+    const tool = this.nameBack(request.tool_name);
+    const entry = [...this.catalogue.values()].find((t) => t.name === tool);
+    // A subagent's request names the agent; the main thread's does not.
+    const instance = request.agent_id && this.state.instances[request.agent_id] ? request.agent_id : root;
+    const approval = {
+      id: `a-${this.state.approvals.length + 1}`, instance, root, class: entry ? entry.class : 'generic', tool,
+      tool_digest: entry ? entry.digest : 'sha256:unknown', arguments_digest: digestOf(request.input || {}),
+      state: 'pending', request_id: pending.request_id, tool_use_id: request.tool_use_id,
+    };
+    this.state.approvals.push(approval);
+    this.saveState();
+    return approval;
+  }
+
+  /** What became of the call a person answered, from Claude Code's tool result for it. */
+  answeredReport(approval, digest) {
+    const result = digest.results.get(approval.tool_use_id);
+    const toolCall = !result
+      ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
+      : result.isError
+        ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
+        : { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text };
+    return {
+      outcome: 'ok', instance: approval.instance, tool_call: toolCall,
+      ...(result ? {} : { inferred: ['tool_call'] }),
+    };
+  }
+
+  /** A person's answer: allow or deny Claude Code's pending permission request. */
+  async answer(params) {
+    const requestId = needString(params, 'request');
+    const decision = needString(params, 'decision');
+    if (!['allow', 'deny'].includes(decision)) {
+      throw unsupported(`decision ${decision}: Claude Code's answers are allow and deny (and permission updates wider than one exact call)`);
+    }
+    const approval = this.state.approvals.find((a) => a.id === requestId);
+    if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
+    const run = this.live.get(approval.root);
+    if (!run || !run.pending || run.pending.request_id !== approval.request_id) {
+      throw new RpcError(CODES.HOST_FAILURE, `Claude Code's permission request behind ${requestId} ended with its process (a restart): nothing is left to answer`);
+    }
+    approval.state = 'dispatched';
+    approval.decision = decision;
+    approval.decided_by = 'person';
+    this.saveState();
+    run.answer(decision === 'allow');
+    return this.settle(approval.root, run, approval);
   }
 
   /** One `claude` run in the instance's working directory, killed with the adapter if it is still running. */
@@ -318,11 +418,25 @@ export class Adapter {
         ...(known.parent ? { parent: known.parent } : {}), inferred,
       });
     }
-    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances } };
+    const approvals = this.state.approvals.map((a) => ({
+      id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
+      arguments_digest: a.arguments_digest, state: a.state,
+      ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
+    }));
+    return {
+      outcome: 'ok',
+      observed: {
+        now: 0, auto_approve: false, instances, approvals,
+        // Claude Code keeps no approval records: they are the adapter's bookkeeping.
+        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+      },
+    };
   }
 
   /** Ends every running `claude` (stdin closed or SIGTERM: the harness is restarting us). */
   shutdown() {
+    for (const run of this.live.values()) run.stop();
+    this.live.clear();
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();
   }

@@ -168,7 +168,7 @@ test('a scripted API failure is model_failed, and methods Claude Code lacks are 
     assert.equal((await adapter.request(method, {})).error.code, -32601, method);
   }
   assert.equal((await adapter.request('host/configure', { auto_approve: true })).error.code, -32001);
-  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).error.code, -32001);
+  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: ['shell'], deny: [] } } })).error.code, -32001);
   await adapter.close();
 });
 
@@ -198,4 +198,45 @@ test('stream-json mapping: a refused tool call, a grandchild\'s parent, and a re
     { type: 'result', is_error: false, result: 'ok', permission_denials: [] },
   ]);
   assert.deepEqual(turnReport(unexplained).turn.spawn.inferred, ['reason']);
+});
+
+test('on-request: a call Claude Code asks permission for is a pending approval, answered over its control protocol', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'cc-adapter-'));
+  const log = `${store}.log`;
+  const adapter = startAdapter(store, log);
+  await adapter.initialize();
+  await adapter.request('host/configure', { roles: {} });
+  const started = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).result;
+  const asked = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:Bash' })).result;
+  assert.deepEqual(asked.tool_call, { tool: 'Bash', outcome: 'pending_approval', approval: 'a-1' });
+  const run = invocations(log)[1];
+  assert.equal(run.argv[run.argv.indexOf('--permission-prompt-tool') + 1], 'stdio');
+  let observed = (await adapter.request('state/observe')).result.observed;
+  assert.equal(observed.approvals[0].state, 'pending');
+  assert.deepEqual(observed.inferred, ['approvals']);
+  const allowed = (await adapter.request('approval/answer', { request: 'a-1', decision: 'allow' })).result;
+  assert.deepEqual(allowed.tool_call, { tool: 'Bash', outcome: 'executed', approval: 'a-1', result: 'ran Bash' });
+  const again = (await adapter.request('approval/answer', { request: 'a-1', decision: 'allow' })).result;
+  assert.equal(again.reason, 'event_replayed');
+
+  // The positive control's twin: the person denies, and Claude Code's tool result says the call did not run.
+  await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:Write' });
+  const refused = (await adapter.request('approval/answer', { request: 'a-2', decision: 'deny' })).result;
+  assert.equal(refused.tool_call.outcome, 'denied');
+  observed = (await adapter.request('state/observe')).result.observed;
+  assert.deepEqual(observed.approvals.map((a) => [a.state, a.decision]), [['dispatched', 'allow'], ['dispatched', 'deny']]);
+  await adapter.close();
+});
+
+test('never: nobody is asked, so a call Claude Code would ask for is denied from its permission_denials', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'cc-adapter-'));
+  const log = `${store}.log`;
+  const adapter = startAdapter(store, log);
+  await adapter.initialize();
+  await adapter.request('host/configure', { roles: {} });
+  const started = (await adapter.request('instance/start', root(1))).result;
+  const turn = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:Bash' })).result;
+  assert.deepEqual(turn.tool_call, { tool: 'Bash', outcome: 'denied', reason: 'policy_denied' });
+  assert.ok(!invocations(log)[1].argv.includes('--permission-prompt-tool'));
+  await adapter.close();
 });
