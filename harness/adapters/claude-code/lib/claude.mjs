@@ -90,6 +90,10 @@ export function isolatedEnv(storeDir, modelEndpoint, base = process.env) {
     DISABLE_TELEMETRY: '1',
     DISABLE_AUTOUPDATER: '1',
     DISABLE_ERROR_REPORTING: '1',
+    // Every tool in the model's tool list from the first request: by default
+    // Claude Code defers MCP tools (and SendMessage, TaskStop, ...) behind
+    // ToolSearch, so a model could call them only after a search.
+    ENABLE_TOOL_SEARCH: 'false',
     // A scripted failure must reach the turn, not be retried away.
     CLAUDE_CODE_MAX_RETRIES: '0',
     // bypassPermissions (a full-access instance) refuses to run as root without it.

@@ -10,9 +10,13 @@ export const DELEGATION_TOOLS = new Set(['Agent', 'Task']);
  */
 const REFUSALS = [
   // A deny rule or --disallowedTools removed the tool ("Agent is disabled for this session").
-  { pattern: /No such tool available|is disabled for this session|is not among the tools available/i, reason: 'policy_denied' },
+  { pattern: /is disabled for this session/i, reason: 'policy_denied' },
   // CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH reached.
   { pattern: /Subagent nesting limit reached/i, reason: 'policy_denied' },
+  // A call of a tool the request did not offer: Claude Code's "unknown tool"
+  // refusal, under its own name (an expectations file maps it, e.g. onto
+  // tool_drift for a tool its MCP server stopped serving).
+  { pattern: /No such tool available|is not among the tools available/i, reason: 'no_such_tool' },
   // A permission rule (ask without a person to ask, or deny) refused the call.
   { pattern: /permission|denied|not allowed|haven't granted/i, reason: 'policy_denied' },
 ];
