@@ -84,6 +84,7 @@ export class Adapter {
       case 'instance/start': return this.start(params);
       case 'instance/turn': return this.turn(params);
       case 'approval/answer': return this.answer(params);
+      case 'instance/fork': return this.fork(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: Claude Code has no equivalent this adapter can drive honestly (see README.md)`);
@@ -110,8 +111,9 @@ export class Adapter {
       protocol_version: PROTOCOL_VERSION,
       // nested-delegation: subagents call Agent too, bounded by CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH;
       // restart: sessions and subagent transcripts are Claude Code's files under store_dir;
-      // mcp: the harness's servers are Claude Code streamable-HTTP MCP servers (--mcp-config).
-      capabilities: ['nested-delegation', 'restart', 'mcp'],
+      // mcp: the harness's servers are Claude Code streamable-HTTP MCP servers (--mcp-config);
+      // fork: Claude Code's own --resume ID --fork-session (a new session with the history).
+      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork'],
     };
   }
 
@@ -203,6 +205,32 @@ export class Adapter {
       // Claude Code holds permission rules, not an authority: the ceiling is the adapter's record.
       inferred: ['effective'],
     };
+  }
+
+  /**
+   * Claude Code's fork: `--resume ID --fork-session --session-id NEW` copies
+   * the session's history into a new session. Run with the local `/cost`
+   * command, it makes no model request. The fork keeps its origin's ceiling
+   * (the same options on every later turn); a subagent cannot be forked.
+   */
+  async fork(params) {
+    const id = needString(params, 'instance');
+    const origin = this.state.instances[id];
+    if (!origin) return denied('instance_unknown', `no instance ${id}`, ['reason']);
+    if (origin.parent) throw unsupported('forking a subagent: Claude Code forks main sessions (--fork-session), not subagents');
+    const forkId = randomUUID();
+    const instance = { role: origin.role, model: origin.model, ceiling: origin.ceiling, sealed: origin.sealed, cwd: origin.cwd, forkOf: id };
+    const { args, env } = this.rootOptions(instance);
+    args.push('--resume', id, '--fork-session', '--session-id', forkId);
+    const run = await this.run(args, env, instance.cwd, '/cost');
+    if (!readStore(this.paths.home, this.hostPath(instance.cwd)).sessions.has(forkId)) {
+      const said = `${run.stderr} ${run.events.filter((e) => e.type === 'result').map((e) => e.result).join(' ')}`.trim();
+      if (/No conversation found/i.test(said)) return denied('instance_unknown', `Claude Code: ${said.slice(0, 300)}`);
+      throw new RpcError(CODES.HOST_FAILURE, `claude stored no fork ${forkId} of ${id} (exit ${run.code ?? run.signal}): ${said.slice(-500)}`);
+    }
+    this.state.instances[forkId] = instance;
+    this.saveState();
+    return { outcome: 'ok', instance: forkId, effective: instance.ceiling, inferred: ['effective'] };
   }
 
   /** The `claude -p` options that carry a root's ceiling: permission mode, deny and allow rules, MCP servers, spawn depth. */

@@ -77,7 +77,7 @@ test('a root is a Claude Code session made at start without a prompt to the mode
   const log = join(store, '..', `${store.split('/').pop()}.log`);
   const adapter = startAdapter(store, log);
   const init = await adapter.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork']);
   assert.equal((await adapter.request('host/configure', { roles: {} })).result.outcome, 'ok');
   const started = (await adapter.request('instance/start', root(1))).result;
   assert.equal(started.outcome, 'ok');
@@ -164,7 +164,7 @@ test('a scripted API failure is model_failed, and methods Claude Code lacks are 
   const failed = (await adapter.request('instance/turn', { instance: started.instance, input: 'FAIL' })).result;
   assert.equal(failed.turn.reply, 'model_failed');
   assert.match(failed.turn.detail, /529/);
-  for (const method of ['instance/delegate', 'receipt/prepare', 'instance/close', 'fault/arm']) {
+  for (const method of ['instance/delegate', 'receipt/prepare', 'instance/close', 'instance/cancel', 'instance/resume', 'fault/arm']) {
     assert.equal((await adapter.request(method, {})).error.code, -32601, method);
   }
   assert.equal((await adapter.request('host/configure', { auto_approve: true })).error.code, -32001);
@@ -238,5 +238,27 @@ test('never: nobody is asked, so a call Claude Code would ask for is denied from
   const turn = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:Bash' })).result;
   assert.deepEqual(turn.tool_call, { tool: 'Bash', outcome: 'denied', reason: 'policy_denied' });
   assert.ok(!invocations(log)[1].argv.includes('--permission-prompt-tool'));
+  await adapter.close();
+});
+
+test('fork is Claude Code\'s --fork-session of a main session, made without a model prompt; a subagent cannot be forked', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'cc-adapter-'));
+  const log = `${store}.log`;
+  const adapter = startAdapter(store, log);
+  await adapter.initialize();
+  await adapter.request('host/configure', { roles: {} });
+  const started = (await adapter.request('instance/start', root(1))).result;
+  const turn = (await adapter.request('instance/turn', { instance: started.instance, input: 'SPAWN:worker' })).result;
+  const fork = (await adapter.request('instance/fork', { instance: started.instance })).result;
+  assert.equal(fork.outcome, 'ok');
+  assert.notEqual(fork.instance, started.instance);
+  const run = invocations(log)[2];
+  assert.equal(run.prompt, '/cost');
+  assert.equal(run.argv[run.argv.indexOf('--resume') + 1], started.instance);
+  assert.ok(run.argv.includes('--fork-session'));
+  assert.equal(run.argv[run.argv.indexOf('--session-id') + 1], fork.instance);
+  const observed = (await adapter.request('state/observe')).result.observed;
+  assert.equal(observed.instances.length, 3);
+  assert.equal((await adapter.request('instance/fork', { instance: turn.turn.spawn.instance })).error.code, -32001);
   await adapter.close();
 });

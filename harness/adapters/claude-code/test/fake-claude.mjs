@@ -61,14 +61,17 @@ if (process.env.CLAUDE_CODE_ADAPTER_FAKE_LOG) {
 }
 
 const resume = option('--resume');
-const session = resume || option('--session-id');
+const forked = argv.includes('--fork-session');
+const session = forked ? option('--session-id') : resume || option('--session-id');
 const projects = join(process.env.HOME, '.claude', 'projects', cwd.replace(/[^a-zA-Z0-9]/g, '-'));
 const sessionFile = join(projects, `${session}.jsonl`);
-if (resume && !existsSync(sessionFile)) {
+if (resume && !existsSync(join(projects, `${resume}.jsonl`))) {
   process.stderr.write(`No conversation found with session ID: ${resume}\n`);
   process.exit(1);
 }
 mkdirSync(projects, { recursive: true });
+// --fork-session: the new session starts with the origin's history.
+if (forked) writeFileSync(sessionFile, readFileSync(join(projects, `${resume}.jsonl`)));
 const disallowed = (option('--disallowedTools') || '').split(',').filter(Boolean);
 const allowed = (option('--allowedTools') || '').split(',').filter(Boolean);
 const promptTool = option('--permission-prompt-tool') === 'stdio';
