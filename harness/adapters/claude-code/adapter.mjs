@@ -113,7 +113,8 @@ export class Adapter {
       // restart: sessions and subagent transcripts are Claude Code's files under store_dir;
       // mcp: the harness's servers are Claude Code streamable-HTTP MCP servers (--mcp-config);
       // fork: Claude Code's own --resume ID --fork-session (a new session with the history).
-      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork'],
+      // model-lifecycle-tools: the parent's model continues a subagent with SendMessage {to: agent id}.
+      capabilities: ['nested-delegation', 'restart', 'mcp', 'fork', 'model-lifecycle-tools'],
     };
   }
 

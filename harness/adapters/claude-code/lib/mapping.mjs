@@ -2,6 +2,8 @@
 
 /** Claude Code's delegation tool: `Agent` to the model, `Task` in stream-json's tool list and in permission denials. */
 export const DELEGATION_TOOLS = new Set(['Agent', 'Task']);
+/** Claude Code's tool for giving an existing subagent more input (`to`: its agent id). */
+export const SEND_MESSAGE_TOOL = 'SendMessage';
 
 /**
  * Claude Code's own words for refusing a tool call, each with the protocol
@@ -125,6 +127,15 @@ export function turnReport(digest, { nameBack = (n) => n, childEffective = () =>
       turn: { reply: 'spawn', spawn: { outcome: 'denied', reason: refusal.reason, detail: refusal.detail, ...(refusal.inferred ? { inferred: ['reason'] } : {}) } },
       inferred: [],
     };
+  }
+  if (first.name === SEND_MESSAGE_TOOL) {
+    // The parent's model giving a subagent input by its agent id (the instance id).
+    const target = String((first.input && first.input.to) || '');
+    const refusal = refusalOf(digest, first.id, first.name);
+    const lifecycle = refusal
+      ? { outcome: 'denied', reason: refusal.reason, detail: refusal.detail, ...(refusal.inferred ? { inferred: ['reason'] } : {}) }
+      : { outcome: 'ok', instance: target };
+    return { turn: { reply: 'lifecycle', op: 'send_input', target, lifecycle }, inferred: [] };
   }
   const tool = nameBack(first.name);
   const refusal = refusalOf(digest, first.id, first.name);

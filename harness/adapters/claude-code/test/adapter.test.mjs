@@ -77,7 +77,7 @@ test('a root is a Claude Code session made at start without a prompt to the mode
   const log = join(store, '..', `${store.split('/').pop()}.log`);
   const adapter = startAdapter(store, log);
   const init = await adapter.initialize();
-  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork']);
+  assert.deepEqual(init.result.capabilities, ['nested-delegation', 'restart', 'mcp', 'fork', 'model-lifecycle-tools']);
   assert.equal((await adapter.request('host/configure', { roles: {} })).result.outcome, 'ok');
   const started = (await adapter.request('instance/start', root(1))).result;
   assert.equal(started.outcome, 'ok');
@@ -261,4 +261,21 @@ test('fork is Claude Code\'s --fork-session of a main session, made without a mo
   assert.equal(observed.instances.length, 3);
   assert.equal((await adapter.request('instance/fork', { instance: turn.turn.spawn.instance })).error.code, -32001);
   await adapter.close();
+});
+
+test('a SendMessage call of the parent\'s model is send_input on the subagent it names, refused when Claude Code refuses it', () => {
+  const sent = digestEvents([
+    { type: 'assistant', parent_tool_use_id: null, message: { content: [{ type: 'tool_use', id: 't5', name: 'SendMessage', input: { to: 'a1b2', message: 'more' } }] } },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 't5', content: 'delivered' }] } },
+    { type: 'result', is_error: false, result: 'ok', permission_denials: [] },
+  ]);
+  assert.deepEqual(turnReport(sent).turn, { reply: 'lifecycle', op: 'send_input', target: 'a1b2', lifecycle: { outcome: 'ok', instance: 'a1b2' } });
+  const refused = digestEvents([
+    { type: 'assistant', parent_tool_use_id: null, message: { content: [{ type: 'tool_use', id: 't6', name: 'SendMessage', input: { to: 'nobody', message: 'more' } }] } },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 't6', is_error: true, content: 'No agent named nobody' }] } },
+    { type: 'result', is_error: false, result: 'ok', permission_denials: [] },
+  ]);
+  const lifecycle = turnReport(refused).turn.lifecycle;
+  assert.equal(lifecycle.outcome, 'denied');
+  assert.deepEqual(lifecycle.inferred, ['reason'], 'Claude Code named no reason the adapter can read');
 });
