@@ -33,7 +33,6 @@ const CAPABILITY = {
   reviewer: 'Claude Code has no risk-scored approval reviewer the harness can score',
   wait: 'Claude Code has no client call that waits for a session or subagent (its -p run returns when the turn ends)',
   'spawn-authority': 'Claude Code\'s `Agent` tool takes {description, prompt, subagent_type, model, run_in_background, isolation}: no sandbox, approval policy, cwd or tool list, so the authority this spawn requests cannot reach Claude Code (a subagent runs under its session\'s permission rules and its agent definition)',
-  'model-lifecycle-tools': 'Claude Code\'s `SendMessage` continues a subagent by its agent id, but this adapter cannot hand the scripted model Claude Code\'s agent ids (no relay rewrites the protocol ids yet), so it does not declare model-lifecycle-tools',
   'model-close-tools': 'Claude Code has no tool that closes a finished subagent (`TaskStop` stops a running background task) and none that reopens one without input',
 };
 
