@@ -10,6 +10,7 @@
 //! host again and against the reference host, and written where
 //! `delegation-harness run --scenarios DIR` replays it.
 
+pub mod kill_matrix;
 pub mod sequence;
 
 use std::path::{Path, PathBuf};
@@ -56,8 +57,8 @@ pub struct FuzzArgs {
     /// Where findings are written, as `<DIR>/fuzz/NNN-name.json` (a scenario catalogue).
     #[arg(long, default_value = "fuzz-findings", value_name = "DIR")]
     pub out: PathBuf,
-    /// Wall-time budget of one step, in milliseconds: a host slower than this is a finding.
-    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    /// Wall-time budget of one step, in milliseconds (1 to 86400000): a host slower than this is a finding.
+    #[arg(long, default_value_t = 10_000, value_name = "MS", value_parser = crate::parse_step_timeout_ms)]
     pub step_timeout_ms: u64,
     /// Upper bound on the time spent shrinking one finding, in seconds.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
@@ -208,6 +209,84 @@ fn launcher_for(args: &FuzzArgs, exec: &ExecOptions) -> anyhow::Result<Arc<dyn H
     })
 }
 
+/// The first failing case of a search.
+pub struct Finding {
+    pub seq: Sequence,
+    /// The failing operation's index in `seq`.
+    pub at: usize,
+    /// The failing step of the case's scenario, and what failed there.
+    pub step: usize,
+    pub message: String,
+}
+
+/// What a search ran, and the first case that failed.
+pub struct Search {
+    pub totals: Totals,
+    pub finding: Option<Finding>,
+    /// The harness itself failed on a case (never a finding about the host).
+    pub harness_error: Option<String>,
+}
+
+/// Generates cases from `seed` and runs them against `launcher` until one
+/// fails, `cases` ran, `deadline` passed or `stop` was set. `progress` sees
+/// the totals after every case.
+#[allow(clippy::too_many_arguments)]
+pub async fn search(
+    seed: u64,
+    (min_ops, max_ops): (usize, usize),
+    cases: u64,
+    deadline: Option<Instant>,
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&Totals),
+) -> Search {
+    let started = Instant::now();
+    let mut generator = Generator::new(seed);
+    let mut totals = Totals::default();
+    let mut finding = None;
+    let mut harness_error = None;
+    while totals.cases < cases
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && !stop.load(Ordering::SeqCst)
+    {
+        let seq = generator.sequence(min_ops, max_ops);
+        let ops = seq.ops();
+        let (translation, result) = run_ops(&ops, launcher, exec).await;
+        totals.cases += 1;
+        totals.ops += translation.translated_ops as u64;
+        totals.steps += translation.scenario.steps.len() as u64;
+        totals.shortened += translation.stopped.is_some() as u64;
+        totals.elapsed = started.elapsed();
+        match result {
+            CaseResult::Pass => {}
+            CaseResult::Unsupported(_) => totals.unsupported += 1,
+            // Never a finding: the harness, not the host, failed.
+            CaseResult::HarnessError(message) => {
+                harness_error = Some(message);
+                break;
+            }
+            CaseResult::Fail { step, message } => {
+                let at = failing_op(&translation, step);
+                finding = Some(Finding {
+                    seq,
+                    at,
+                    step,
+                    message,
+                });
+                break;
+            }
+        }
+        progress(&totals);
+    }
+    totals.elapsed = started.elapsed();
+    Search {
+        totals,
+        finding,
+        harness_error,
+    }
+}
+
 /// The `fuzz` subcommand; the exit code says whether anything was found.
 pub fn fuzz(args: FuzzArgs) -> anyhow::Result<i32> {
     if args.max_ops == 0 {
@@ -246,72 +325,84 @@ async fn fuzz_async(
     let deadline = args
         .time
         .map(|t| started + Duration::from_secs_f64(t.max(0.0)));
-    // Ctrl-C ends the run between cases, or a shrink where it stands, and
-    // the summary (and any finding, shrunk so far) is still written; a
-    // second Ctrl-C quits at once.
+    // Ctrl-C or SIGTERM (a nightly job cancelled) ends the run between
+    // cases, or a shrink where it stands, and the summary (and any finding,
+    // shrunk so far) is still written; a second signal quits at once.
     let stop = Arc::new(AtomicBool::new(false));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("cannot listen for SIGTERM")?;
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let signalled = tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                r = terminate.recv() => r.is_some(),
+            };
+            if signalled {
                 stop.store(true, Ordering::SeqCst);
                 anstream::println!(
                     "interrupted: finishing the current case (Ctrl-C again quits at once)"
                 );
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(exit_code::HARNESS_ERROR);
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
                 }
+                std::process::exit(exit_code::HARNESS_ERROR);
             }
         }
     });
-    let mut generator = Generator::new(seed);
-    let mut totals = Totals::default();
     let mut last_progress = Instant::now();
-    let mut failure = None;
-    while totals.cases < args.cases
-        && deadline.is_none_or(|d| Instant::now() < d)
-        && !stop.load(Ordering::SeqCst)
-    {
-        let seq = generator.sequence(args.min_ops, args.max_ops);
-        let ops = seq.ops();
-        let (translation, result) = run_ops(&ops, launcher.as_ref(), &exec).await;
-        totals.cases += 1;
-        totals.ops += translation.translated_ops as u64;
-        totals.steps += translation.scenario.steps.len() as u64;
-        totals.shortened += translation.stopped.is_some() as u64;
-        totals.elapsed = started.elapsed();
-        match result {
-            CaseResult::Pass => {}
-            CaseResult::Unsupported(_) => totals.unsupported += 1,
-            CaseResult::Fail { step, message } => {
-                let at = failing_op(&translation, step);
+    let mut found = None;
+    let search = search(
+        seed,
+        (args.min_ops, args.max_ops),
+        args.cases,
+        deadline,
+        launcher.as_ref(),
+        &exec,
+        &stop,
+        |totals| {
+            if last_progress.elapsed() >= Duration::from_secs(2) {
+                last_progress = Instant::now();
                 anstream::println!(
-                    "case {} failed at operation {at} of {} (step {step}): {message}",
+                    "  {} cases, {} operations, {:.0} operations/s",
                     totals.cases,
-                    ops.len()
+                    totals.ops,
+                    totals.ops_per_second()
                 );
-                // The finding is on disk before anything risky is done with
-                // it: a shrink that crashes, hangs or is killed leaves the
-                // unshrunk case behind.
-                let provenance =
-                    format!("`delegation-harness fuzz --seed {seed}` found (not shrunk yet)");
-                let (file, _) = write_finding(&args.out, &ops, &message, step, &provenance, None)?;
-                anstream::println!("written before shrinking: {}", file.display());
-                failure = Some((seq, at, file));
-                break;
             }
-        }
-        if last_progress.elapsed() >= Duration::from_secs(2) {
-            last_progress = Instant::now();
-            anstream::println!(
-                "  {} cases, {} operations, {:.0} operations/s",
-                totals.cases,
-                totals.ops,
-                totals.ops_per_second()
-            );
-        }
+        },
+    )
+    .await;
+    if let Some(message) = search.harness_error {
+        bail!("the harness failed, not the host: {message}")
     }
-    totals.elapsed = started.elapsed();
+    let mut totals = search.totals;
+    if let Some(finding) = search.finding {
+        anstream::println!(
+            "case {} failed at operation {} of {} (step {}): {}",
+            totals.cases,
+            finding.at,
+            finding.seq.len(),
+            finding.step,
+            finding.message
+        );
+        // The finding is on disk before anything risky is done with
+        // it: a shrink that crashes, hangs or is killed leaves the
+        // unshrunk case behind.
+        let provenance = format!("`delegation-harness fuzz --seed {seed}` found (not shrunk yet)");
+        let (file, _) = write_finding(
+            &args.out,
+            &finding.seq.ops(),
+            &finding.message,
+            finding.step,
+            &provenance,
+            None,
+        )?;
+        anstream::println!("written before shrinking: {}", file.display());
+        found = Some((finding.seq, finding.at, file));
+    }
+    let failure = found;
     let fuzz_time = totals.elapsed;
 
     let mut code = exit_code::SUCCESS;

@@ -6,6 +6,7 @@
 //! 3 inconclusive only.
 
 mod fuzz;
+mod matrix;
 mod selftest;
 mod shipped_hosts;
 
@@ -54,6 +55,10 @@ enum Command {
     /// Differential fuzzing: generated operation sequences run against the
     /// model and the host; a divergence is shrunk and written as a scenario.
     Fuzz(fuzz::FuzzArgs),
+    /// Compare hosts: JSON reports side by side as one static HTML page
+    /// (invariant by host, each scenario's evidence and rerun command) and a
+    /// badge per host.
+    Report(matrix::ReportArgs),
 }
 
 #[derive(Args)]
@@ -80,8 +85,8 @@ struct RunArgs {
     /// Run scenarios that check this invariant id. Repeatable.
     #[arg(long, value_name = "ID")]
     invariant: Vec<InvariantId>,
-    /// Scenarios run at the same time, each with its own host, store and observers.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// Scenarios run at the same time, each with its own host, store and observers (1 to 4096).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = parse_jobs)]
     jobs: usize,
     /// Seed of the run order. Default: random, printed at the start so a run can be repeated.
     #[arg(long, value_name = "N")]
@@ -96,9 +101,14 @@ struct RunArgs {
     /// (insta; `INSTA_UPDATE=always` records, `no` only compares).
     #[arg(long, value_name = "DIR")]
     snapshots: Option<PathBuf>,
-    /// Wall-time budget of one step, in milliseconds.
-    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    /// Wall-time budget of one step, in milliseconds (1 to 86400000, a day).
+    #[arg(long, default_value_t = 30_000, value_name = "MS", value_parser = parse_step_timeout_ms)]
     step_timeout_ms: u64,
+    /// Fail the run (exit 2) unless at least N scenarios really ran (pass,
+    /// fail, error, unverified or inconclusive; not unsupported): a CI gate
+    /// against an adapter that quietly stops declaring what it can do.
+    #[arg(long, value_name = "N")]
+    require_ran: Option<usize>,
 }
 
 #[derive(Args)]
@@ -123,6 +133,41 @@ fn parse_report(s: &str) -> Result<(Format, PathBuf), String> {
     Ok((format.parse()?, PathBuf::from(file)))
 }
 
+/// The most scenarios run at once. Each holds a host process, a store and
+/// three observers; beyond a few thousand the machine runs out of processes
+/// and descriptors long before the scheduler's own limits (tokio's semaphore
+/// panics above about 2^61 permits).
+pub(crate) const MAX_JOBS: usize = 4096;
+
+/// The longest step budget: a day. A deadline is added to the clock, and an
+/// unbounded one would overflow it; no host step needs longer.
+pub(crate) const MAX_STEP_TIMEOUT_MS: u64 = 86_400_000;
+
+/// `--jobs`: 1 to [`MAX_JOBS`]. Zero is refused rather than read as one, so a
+/// script computing it wrongly is told so.
+pub(crate) fn parse_jobs(s: &str) -> Result<usize, String> {
+    parse_in_range(s, 1, MAX_JOBS as u64, "scenarios at a time").map(|n| n as usize)
+}
+
+/// `--step-timeout-ms`: 1 to [`MAX_STEP_TIMEOUT_MS`]. Zero would time out
+/// every step before the host could answer and blame the host for it.
+pub(crate) fn parse_step_timeout_ms(s: &str) -> Result<u64, String> {
+    parse_in_range(s, 1, MAX_STEP_TIMEOUT_MS, "milliseconds")
+}
+
+fn parse_in_range(s: &str, min: u64, max: u64, unit: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a whole number; expected {min} to {max} {unit}"))?;
+    if !(min..=max).contains(&n) {
+        return Err(format!(
+            "{n} is out of range; expected {min} to {max} {unit}"
+        ));
+    }
+    Ok(n)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -131,6 +176,7 @@ fn main() -> ExitCode {
         Command::Explain { id, catalogue } => explain(id, catalogue).map(|()| exit_code::SUCCESS),
         Command::Selftest(args) => selftest::selftest(args),
         Command::Fuzz(args) => fuzz::fuzz(args),
+        Command::Report(args) => matrix::report(args),
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),
@@ -227,7 +273,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         &expectations,
     )?;
     let options = RunOptions {
-        jobs: args.jobs.max(1),
+        jobs: args.jobs,
         seed,
         exec: ExecOptions { step_deadline },
         expectations,
@@ -237,14 +283,36 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         reporters.push(report::file_reporter(*format, file.clone()));
     }
 
+    // Every job costs descriptors (a host, three observers, their
+    // connections); a run starved of them is reported as the harness's own
+    // failure, but better not starved at all.
+    delegation_runner::resources::raise_descriptor_limit();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let report = runtime.block_on(async move {
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let reporting = tokio::spawn(report::drain(rx, reporters));
         let (stop, interrupt) = tokio::sync::watch::channel(false);
+        // SIGTERM (CI cancelling a job, `timeout`) stops the run as Ctrl-C does.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .context("cannot listen for SIGTERM")?;
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            let signal = tokio::select! {
+                r = tokio::signal::ctrl_c() => r.ok().map(|()| "SIGINT"),
+                r = terminate.recv() => r.map(|()| "SIGTERM"),
+            };
+            if let Some(signal) = signal {
+                anstream::eprintln!(
+                    "{signal}: stopping the run, killing the adapters and reporting what finished (a second signal quits at once)"
+                );
                 let _ = stop.send(true);
+                // An adapter stuck where even SIGKILL takes time must not hold
+                // a user who insists: the second signal quits without cleaning up.
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+                std::process::exit(exit_code::HARNESS_ERROR);
             }
         });
         let report = delegation_runner::run(
@@ -260,6 +328,10 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         written.context("cannot write a report")?;
         anyhow::Ok(report)
     })?;
+    // The runtime's tasks are gone with it: any adapter, or anything an
+    // adapter started, still alive now outlived its scenario.
+    drop(runtime);
+    leave_nothing_behind();
 
     let mut snapshot_mismatches = 0;
     if let Some(dir) = &args.snapshots {
@@ -271,21 +343,60 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let s = &report.summary;
-    if s.ran == 0 && s.total > 0 && !report.interrupted {
+    if let Some(reason) = &report.gave_up {
+        anstream::eprintln!("stopped trying the host: {reason}");
+    }
+    if s.harness_error > 0 {
+        anstream::eprintln!(
+            "the harness itself failed in {} scenario(s) (`harness-error`): nothing is concluded about the host there",
+            s.harness_error
+        );
+    }
+    if s.ran == 0 && s.total > 0 && !report.interrupted && !report.host_unreachable {
         // A host that declares nothing must not get a green run.
         anstream::eprintln!(
             "nothing ran: all {} selected scenarios are unsupported by this host (it declared capabilities that none of them can run with); this says nothing about the host. Declare the capabilities your adapter really has (PROTOCOL.md, Capabilities), or select scenarios it can run",
             s.total
         );
+    }
+    let code = delegation_runner::exit_code_for(&report, snapshot_mismatches);
+    if let Some(required) = args.require_ran
+        && s.ran < required
+        && code != exit_code::VIOLATIONS
+    {
+        // A violation found says more than the coverage it ran with.
+        anstream::eprintln!(
+            "coverage below --require-ran {required}: {} of {} selected scenarios really ran ({} unsupported)",
+            s.ran,
+            s.total,
+            s.unsupported + s.known_unsupported
+        );
         return Ok(exit_code::HARNESS_ERROR);
     }
-    let violations = s.fail + s.error + s.stale + snapshot_mismatches;
-    Ok(if report.interrupted && violations == 0 {
-        exit_code::HARNESS_ERROR
-    } else {
-        // An unverified check could not tell, like an inconclusive negative.
-        exit_code::for_run(false, violations, s.inconclusive + s.unverified)
-    })
+    Ok(code)
+}
+
+/// Kills what the run's adapters left running and removes store
+/// directories that scenarios did not remove themselves, saying so.
+fn leave_nothing_behind() {
+    delegation_host::process::kill_all_adapters(Duration::from_secs(2));
+    let survivors = delegation_host::process::surviving_descendants();
+    if !survivors.is_empty() {
+        for s in &survivors {
+            anstream::eprintln!(
+                "warning: pid {} (`{}`), started by an adapter, was still alive after its adapter was stopped (it left the adapter's process group, e.g. by `setsid`); killed it",
+                s.pid,
+                s.command
+            );
+        }
+        delegation_host::process::kill_survivors(&survivors);
+    }
+    for (path, e) in delegation_runner::execute::remove_leftover_stores() {
+        anstream::eprintln!(
+            "warning: cannot remove the store directory {}: {e}",
+            path.display()
+        );
+    }
 }
 
 /// A seed from the clock: different per run, printed by the human reporter.

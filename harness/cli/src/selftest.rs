@@ -34,8 +34,8 @@ pub struct SelftestArgs {
     /// Only scenarios whose id contains this text or matches this glob. Repeatable.
     #[arg(long, value_name = "PATTERN")]
     pub filter: Vec<String>,
-    /// Scenarios run at the same time within one host's run. Default: the number of CPUs.
-    #[arg(long, value_name = "N")]
+    /// Scenarios run at the same time within one host's run (1 to 4096). Default: the number of CPUs.
+    #[arg(long, value_name = "N", value_parser = crate::parse_jobs)]
     pub jobs: Option<usize>,
     /// Run each mutant only on the scenarios that name its invariant (and
     /// their controls): the same verdict on "killed for the right reason" at a
@@ -45,6 +45,23 @@ pub struct SelftestArgs {
     /// Write the kill matrix: FORMAT is markdown or json. Repeatable.
     #[arg(long, value_name = "FORMAT=FILE", value_parser = parse_report)]
     pub report: Vec<(ReportFormat, PathBuf)>,
+    /// The fuzz kill matrix instead of the catalogue's: differential fuzzing
+    /// against every mutant (in-process), this many seconds each to find a
+    /// divergence, after the same budget against the correct host (which must
+    /// yield nothing).
+    #[arg(long, value_name = "SECONDS", conflicts_with_all = ["focused", "filter"])]
+    pub fuzz: Option<f64>,
+    /// Seed of the fuzz kill matrix's cases (one seed for every host, so rows compare).
+    #[arg(long, default_value_t = 7, value_name = "N", requires = "fuzz")]
+    pub seed: u64,
+    /// Upper bound on shrinking one finding of the fuzz kill matrix, in seconds.
+    #[arg(
+        long,
+        default_value_t = 20.0,
+        value_name = "SECONDS",
+        requires = "fuzz"
+    )]
+    pub shrink_seconds: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,6 +126,9 @@ impl Row {
 }
 
 pub fn selftest(args: SelftestArgs) -> anyhow::Result<i32> {
+    if let Some(seconds) = args.fuzz {
+        return fuzz_matrix(&args, seconds);
+    }
     let catalogue = crate::load(&args.catalogue)?;
     let filter = Filter::new(&args.filter, &[])?;
     let selected = catalogue.select(&filter);
@@ -375,4 +395,82 @@ fn json_report(rows: &[Row], correct_failures: &[&ScenarioResult]) -> String {
         })).collect::<Vec<_>>(),
     });
     serde_json::to_string_pretty(&value).expect("a JSON value serialises") + "\n"
+}
+
+/// `selftest --fuzz SECONDS`: the fuzz kill matrix (see `fuzz::kill_matrix`).
+fn fuzz_matrix(args: &SelftestArgs, seconds: f64) -> anyhow::Result<i32> {
+    use crate::fuzz::kill_matrix::{Budget, fuzz_one, json_report, markdown};
+    if !(seconds > 0.0 && seconds.is_finite()) || !(args.shrink_seconds >= 0.0) {
+        bail!("--fuzz and --shrink-seconds take a positive number of seconds, e.g. --fuzz 20");
+    }
+    let budget = Budget {
+        seed: args.seed,
+        find: std::time::Duration::from_secs_f64(seconds),
+        shrink: std::time::Duration::from_secs_f64(args.shrink_seconds),
+        max_ops: 48,
+    };
+    let defects: Vec<Defect> = if args.defect.is_empty() {
+        Defect::ALL.to_vec()
+    } else {
+        args.defect.clone()
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    anstream::println!(
+        "selftest --fuzz: seed {}, {seconds} s to find per host, the correct host then {} mutants",
+        budget.seed,
+        defects.len()
+    );
+    let mut rows = Vec::new();
+    for defect in std::iter::once(None).chain(defects.into_iter().map(Some)) {
+        let row = runtime.block_on(fuzz_one(defect, budget));
+        anstream::println!(
+            "{:<32} {}",
+            row.name(),
+            match (&row.found, row.as_it_should_be()) {
+                (None, true) => format!(
+                    "nothing found in {} cases, as it should be",
+                    row.totals.cases
+                ),
+                (None, false) => format!("SURVIVED {} cases", row.totals.cases),
+                (Some(f), _) => format!(
+                    "found after {:.1} s ({} cases), shrunk {} -> {} operations{}",
+                    f.after.as_secs_f64(),
+                    f.cases,
+                    f.from_ops,
+                    f.shrunk_ops,
+                    match &f.replays {
+                        Ok(()) => String::new(),
+                        Err(e) => format!(", does not replay: {e}"),
+                    }
+                ),
+            }
+        );
+        rows.push(row);
+    }
+    let table = markdown(&rows, budget);
+    for (format, file) in &args.report {
+        let text = match format {
+            ReportFormat::Markdown => table.clone(),
+            ReportFormat::Json => json_report(&rows, budget),
+        };
+        std::fs::write(file, text)
+            .with_context(|| format!("cannot write the fuzz kill matrix {}", file.display()))?;
+    }
+    let control_clean = rows.first().is_some_and(|r| r.as_it_should_be());
+    let missed = rows.iter().skip(1).filter(|r| !r.as_it_should_be()).count();
+    anstream::println!(
+        "fuzz kill matrix: {} of {} mutants found, shrunk and replayed{}",
+        rows.len() - 1 - missed,
+        rows.len() - 1,
+        if control_clean {
+            ""
+        } else {
+            "; the CORRECT host diverged from the model"
+        }
+    );
+    Ok(if control_clean && missed == 0 {
+        exit_code::SUCCESS
+    } else {
+        exit_code::VIOLATIONS
+    })
 }

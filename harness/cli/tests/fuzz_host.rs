@@ -147,12 +147,19 @@ fn the_correct_host_gives_no_finding_on_a_bounded_run() {
     assert!(findings(out.path()).is_empty());
 }
 
-/// Ctrl-C (SIGINT) on an open-ended run: it stops after the current case,
-/// prints the summary of what it ran, and exits 2 (the cases asked for did
-/// not all run), well before `--time` would have ended it.
+/// Ctrl-C (SIGINT) or SIGTERM on an open-ended run: it stops after the
+/// current case, prints the summary of what it ran, and exits 2 (the cases
+/// asked for did not all run), well before `--time` would have ended it.
 #[cfg(unix)]
 #[test]
 fn an_interrupted_run_reports_the_cases_it_ran() {
+    for signal in ["INT", "TERM"] {
+        interrupted_by(signal);
+    }
+}
+
+#[cfg(unix)]
+fn interrupted_by(signal: &str) {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
     use std::time::{Duration, Instant};
@@ -178,7 +185,7 @@ fn an_interrupted_run_reports_the_cases_it_ran() {
         log.push_str(&line);
     }
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
@@ -189,7 +196,7 @@ fn an_interrupted_run_reports_the_cases_it_ran() {
         }
         if started.elapsed() > Duration::from_secs(60) {
             child.kill().unwrap();
-            panic!("still running 60 s after SIGINT: {log}");
+            panic!("still running 60 s after SIG{signal}: {log}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };

@@ -105,3 +105,34 @@ fn a_list_missing_a_target_is_noticed() {
     );
     assert_ne!(listed, declared());
 }
+
+/// The smoke run leaves out exactly the targets that need the runner
+/// feature: one more would go unbuilt in CI, one fewer would fail to build
+/// without the feature.
+#[test]
+fn the_smoke_run_leaves_out_exactly_the_runner_targets() {
+    let manifest: toml_edit::DocumentMut = read("fuzz/Cargo.toml")
+        .parse()
+        .expect("fuzz/Cargo.toml parses");
+    let needing_runner: BTreeSet<String> = manifest["bin"]
+        .as_array_of_tables()
+        .expect("fuzz/Cargo.toml has [[bin]] entries")
+        .iter()
+        .filter(|bin| {
+            bin.get("required-features")
+                .and_then(|f| f.as_array())
+                .is_some_and(|f| f.iter().any(|v| v.as_str() == Some("runner")))
+        })
+        .map(|bin| bin["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        !needing_runner.is_empty(),
+        "no fuzz target declares required-features = [\"runner\"]"
+    );
+    let smoke = read(".ci/fuzz-smoke");
+    let left_out = listed_after(".ci/fuzz-smoke", &smoke, "RUNNER_TARGETS=(", ")");
+    assert_eq!(
+        left_out, needing_runner,
+        ".ci/fuzz-smoke's RUNNER_TARGETS must be the targets fuzz/Cargo.toml builds only with the runner feature"
+    );
+}

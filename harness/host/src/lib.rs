@@ -18,6 +18,14 @@ pub use reference::{ReferenceHost, ReferenceLauncher};
 pub enum HostError {
     #[error("no answer to `{method}` within {after_ms} ms")]
     Timeout { method: String, after_ms: u64 },
+    /// A timeout with not one byte on stdout since the adapter started.
+    #[error(
+        "no answer to `{method}` within {after_ms} ms, and not one byte on stdout since the adapter started: \
+         the usual cause is an adapter that does not flush its stdout after each line \
+         (Python: `print(..., flush=True)` or `python3 -u`; C: `fflush(stdout)`; a pipe is block-buffered), \
+         or one that needs longer than the step deadline to start (raise --step-timeout-ms)"
+    )]
+    Silent { method: String, after_ms: u64 },
     #[error("host process exited ({status}) during `{method}`; stderr tail:\n{stderr_tail}")]
     Exited {
         method: String,
@@ -36,6 +44,34 @@ pub enum HostError {
     Unsupported { method: String },
     #[error("could not start or reach the host: {0}")]
     Launch(String),
+    /// The harness itself lacked a resource (file descriptors, processes,
+    /// memory) to run the host: says nothing about the host.
+    #[error("the harness ran out of resources: {0}")]
+    HarnessResources(String),
+}
+
+impl HostError {
+    /// The error for an I/O failure of the harness's own while running a
+    /// host: a resource the harness lacks is its own failure, anything else
+    /// is the host's (a missing program, a bad path).
+    pub fn from_launch_io(context: String, e: &std::io::Error) -> HostError {
+        if is_resource_exhaustion(e) {
+            HostError::HarnessResources(format!(
+                "{context}: {e}; raise the limit (`ulimit -n`, `ulimit -u`) or lower --jobs"
+            ))
+        } else {
+            HostError::Launch(format!("{context}: {e}"))
+        }
+    }
+}
+
+/// Whether an I/O error means the harness's process or the machine ran out
+/// of descriptors, processes or memory (EMFILE, ENFILE, EAGAIN, ENOMEM).
+pub fn is_resource_exhaustion(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM)
+    )
 }
 
 /// A running host the runner drives: the in-process reference host, a
@@ -49,6 +85,11 @@ pub trait Host: Send {
     async fn shutdown(&mut self) -> Result<(), HostError>;
     /// The last lines the host logged, for evidence in a verdict.
     fn stderr_tail(&self) -> String {
+        String::new()
+    }
+    /// What the host logged (stderr and `log` notifications) since the last
+    /// call, bounded, for the secret search (TC4). Default: nothing.
+    fn take_log(&mut self) -> String {
         String::new()
     }
 }

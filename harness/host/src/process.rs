@@ -131,6 +131,9 @@ impl ProcessLauncher {
         command
             .args(&self.args)
             .env(STORE_DIR_ENV, store_dir)
+            // Inherited by everything the adapter starts, so that a descendant
+            // that left the process group can still be found after the run.
+            .env(RUN_MARKER_ENV, run_marker())
             .envs(self.options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -142,11 +145,31 @@ impl ProcessLauncher {
         if let Some(dir) = &self.options.current_dir {
             command.current_dir(dir);
         }
+        if let Some(&original) = ORIGINAL_SOFT_LIMIT.get() {
+            // SAFETY: runs in the child between fork and exec, and calls
+            // only setrlimit, which is async-signal-safe.
+            unsafe {
+                command.pre_exec(move || {
+                    let mut limit = libc::rlimit {
+                        rlim_cur: 0,
+                        rlim_max: 0,
+                    };
+                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                        limit.rlim_cur = original;
+                        libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = command.spawn().map_err(|e| {
-            HostError::Launch(format!(
-                "cannot start `{}` (from `{}`): {e}",
-                self.program, self.command_line
-            ))
+            HostError::from_launch_io(
+                format!(
+                    "cannot start `{}` (from `{}`)",
+                    self.program, self.command_line
+                ),
+                &e,
+            )
         })?;
         let (Some(stdin), Some(stdout), Some(mut stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -156,6 +179,9 @@ impl ProcessLauncher {
                 self.command_line
             )));
         };
+        if let Some(pid) = child.id() {
+            lock(&LIVE_GROUPS).insert(pid as i32);
+        }
         let tail = Arc::new(Mutex::new(Tail::new(self.options.stderr_tail_bytes)));
         let stderr_task = tokio::spawn({
             let tail = Arc::clone(&tail);
@@ -176,6 +202,7 @@ impl ProcessLauncher {
             decoder: LineDecoder::new(self.options.line_limit),
             pending: VecDeque::new(),
             read_buf: vec![0u8; 64 * 1024].into_boxed_slice(),
+            stdout_bytes: 0,
             eof: false,
             next_id: 1,
             tail,
@@ -214,6 +241,8 @@ pub struct ProcessHost {
     /// Lines decoded from stdout but not yet consumed.
     pending: VecDeque<Result<Vec<u8>, LineTooLong>>,
     read_buf: Box<[u8]>,
+    /// Bytes read from stdout so far: none at a deadline suggests an unflushed stdout.
+    stdout_bytes: u64,
     eof: bool,
     next_id: u64,
     tail: Arc<Mutex<Tail>>,
@@ -297,6 +326,10 @@ impl ProcessHost {
             Ok(Ok(result)) => return Ok(result),
             Ok(Err(Stop::Verdict(verdict))) => verdict,
             Ok(Err(Stop::Gone)) => self.exited(method).await,
+            Err(_) if self.stdout_bytes == 0 => HostError::Silent {
+                method: method.to_string(),
+                after_ms: self.options.request_timeout.as_millis() as u64,
+            },
             Err(_) => HostError::Timeout {
                 method: method.to_string(),
                 after_ms: self.options.request_timeout.as_millis() as u64,
@@ -385,7 +418,10 @@ impl ProcessHost {
                 return None;
             }
             match self.stdout.read(&mut self.read_buf).await {
-                Ok(n @ 1..) => self.pending.extend(self.decoder.push(&self.read_buf[..n])),
+                Ok(n @ 1..) => {
+                    self.stdout_bytes += n as u64;
+                    self.pending.extend(self.decoder.push(&self.read_buf[..n]));
+                }
                 Ok(0) | Err(_) => {
                     self.eof = true;
                     self.pending.extend(self.decoder.finish().map(Ok));
@@ -444,18 +480,184 @@ impl ProcessHost {
     }
 }
 
+/// The environment variable every adapter (and so every process it starts)
+/// gets, holding [`run_marker`].
+pub const RUN_MARKER_ENV: &str = "DELEGATION_HARNESS_RUN";
+
+/// Unique to this harness process: the value of [`RUN_MARKER_ENV`] in its adapters.
+pub fn run_marker() -> &'static str {
+    static MARKER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    MARKER.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        format!("{}-{nanos}", std::process::id())
+    })
+}
+
+/// The soft descriptor limit this process was started with, when
+/// [`raise_descriptor_limit`] raised it: adapters get it back.
+static ORIGINAL_SOFT_LIMIT: std::sync::OnceLock<libc::rlim_t> = std::sync::OnceLock::new();
+
+/// Raises this process's soft descriptor limit to its hard limit and
+/// returns the limit now in force. Adapters started afterwards still get
+/// the soft limit the harness was given: the harness needs descriptors for
+/// many jobs, a host should run as its users run it.
+pub fn raise_descriptor_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return None;
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            let raised = libc::rlimit {
+                rlim_cur: limit.rlim_max,
+                rlim_max: limit.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                let _ = ORIGINAL_SOFT_LIMIT.set(limit.rlim_cur);
+                return Some(raised.rlim_cur as u64);
+            }
+        }
+    }
+    Some(limit.rlim_cur as u64)
+}
+
+/// Process groups of adapters started and not yet stopped by this process.
+static LIVE_GROUPS: Mutex<std::collections::BTreeSet<i32>> =
+    Mutex::new(std::collections::BTreeSet::new());
+
+/// Sends SIGKILL to the process group of every adapter still running, and
+/// waits (at most `wait`) until each group leader is dead: what an
+/// interrupted run does before it removes the store directories.
+pub fn kill_all_adapters(wait: Duration) {
+    let groups: Vec<i32> = lock(&LIVE_GROUPS).iter().copied().collect();
+    for pgid in &groups {
+        // SAFETY: kill(2) on a process group; touches no memory of ours.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+    for pgid in groups {
+        wait_until_dead(pgid, wait);
+    }
+}
+
+/// Waits until `pid` has exited (a zombie holds no files any more) or `wait` passes.
+fn wait_until_dead(pid: i32, wait: Duration) {
+    let until = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < until {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The state follows the command name in parentheses.
+            Ok(stat)
+                if stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|s| s.trim_start().starts_with('Z')) =>
+            {
+                return;
+            }
+            Ok(_) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => return,
+        }
+    }
+}
+
+/// A process an adapter started that is still alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Survivor {
+    pub pid: u32,
+    /// Its command line, arguments separated by spaces.
+    pub command: String,
+}
+
+/// Every process still alive that carries this harness process's
+/// [`run_marker`] in its environment: adapters and whatever they started,
+/// including descendants that left the adapter's process group (`setsid`).
+/// Empty where `/proc` cannot be read.
+pub fn surviving_descendants() -> Vec<Survivor> {
+    let wanted = format!("{RUN_MARKER_ENV}={}", run_marker());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !environ
+            .split(|&b| b == 0)
+            .any(|var| var == wanted.as_bytes())
+        {
+            continue;
+        }
+        let dead = std::fs::read_to_string(entry.path().join("stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|s| s.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if dead {
+            continue;
+        }
+        let command = std::fs::read(entry.path().join("cmdline"))
+            .map(|c| {
+                String::from_utf8_lossy(&c)
+                    .split('\0')
+                    .filter(|a| !a.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        out.push(Survivor { pid, command });
+    }
+    out
+}
+
+/// Kills the survivors found by [`surviving_descendants`], by pid, and
+/// waits (at most 2 s each) until they are dead.
+pub fn kill_survivors(survivors: &[Survivor]) {
+    for s in survivors {
+        // SAFETY: kill(2) on one pid; touches no memory of ours.
+        unsafe {
+            libc::kill(s.pid as i32, libc::SIGKILL);
+        }
+    }
+    for s in survivors {
+        wait_until_dead(s.pid as i32, Duration::from_secs(2));
+    }
+}
+
 /// A verdict after which the stream cannot be trusted: the next line might
 /// be the late answer to this request, so the host is marked broken.
 fn is_fatal(verdict: &HostError) -> bool {
     matches!(
         verdict,
-        HostError::Timeout { .. } | HostError::Exited { .. } | HostError::Protocol { .. }
+        HostError::Timeout { .. }
+            | HostError::Silent { .. }
+            | HostError::Exited { .. }
+            | HostError::Protocol { .. }
     )
 }
 
-fn lock(tail: &Mutex<Tail>) -> std::sync::MutexGuard<'_, Tail> {
-    // A panic while holding the lock cannot leave a byte ring inconsistent.
-    tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+fn lock<T>(shared: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave a byte ring or a set of
+    // group ids inconsistent.
+    shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[async_trait]
@@ -555,6 +757,9 @@ impl Host for ProcessHost {
         // Children the adapter left behind would keep our stderr pipe open
         // and hold the store; the group id stays theirs while any is alive.
         self.signal_group(libc::SIGKILL);
+        if let Some(pgid) = self.pgid {
+            lock(&LIVE_GROUPS).remove(&pgid);
+        }
         self.settle_stderr(Duration::from_millis(500)).await;
         if self.broken.is_none() {
             let status = self
@@ -578,6 +783,10 @@ impl Host for ProcessHost {
     fn stderr_tail(&self) -> String {
         lock(&self.tail).text()
     }
+
+    fn take_log(&mut self) -> String {
+        lock(&self.tail).take_step()
+    }
 }
 
 impl Drop for ProcessHost {
@@ -585,6 +794,13 @@ impl Drop for ProcessHost {
         // `kill_on_drop` reaches only the adapter itself, not its children.
         if !self.stopped {
             self.signal_group(libc::SIGKILL);
+            if let Some(pgid) = self.pgid {
+                // Dropped mid-run (an interrupt, an abandoned scenario): the
+                // store directory is removed next, so let the adapter die
+                // first rather than write into a directory being deleted.
+                wait_until_dead(pgid, Duration::from_secs(2));
+                lock(&LIVE_GROUPS).remove(&pgid);
+            }
         }
     }
 }

@@ -2844,8 +2844,9 @@ fn tc3(run: &Run) -> Vec<Violation> {
     out
 }
 
-/// TC4. No capability secret appears in any answer, observation or handler
-/// call's arguments; the one exception is the token of the answer that
+/// TC4. No capability secret appears in any answer, observation, handler
+/// call's arguments or anything the host logged (stderr, `log`
+/// notifications); the one exception is the token of the answer that
 /// issued a host-generated secret. A harness-chosen secret (the canary) is
 /// never echoed at all.
 fn tc4(run: &Run) -> Vec<Violation> {
@@ -2858,7 +2859,8 @@ fn tc4(run: &Run) -> Vec<Violation> {
         return out;
     }
     for entry in history {
-        let mut texts: Vec<(&str, String)> = Vec::new();
+        // Borrowed where the text is already there: a host's log can be long.
+        let mut texts: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();
         if let Some((_, Some(result))) = action_of(entry) {
             let mut shown = result.clone();
             // A host-generated secret is handed over once, in its issuing answer's token.
@@ -2868,17 +2870,27 @@ fn tc4(run: &Run) -> Vec<Violation> {
             if let (true, Some(token)) = (issues_host_secret, shown.capability.as_mut()) {
                 token.secret = None;
             }
-            texts.push(("answer", serde_json::to_string(&shown).unwrap_or_default()));
+            texts.push((
+                "answer",
+                serde_json::to_string(&shown).unwrap_or_default().into(),
+            ));
         }
         if let Some(observed) = &entry.observed {
             texts.push((
                 "observation",
-                serde_json::to_string(observed).unwrap_or_default(),
+                serde_json::to_string(observed).unwrap_or_default().into(),
             ));
         }
         texts.push((
             "handler call arguments",
-            serde_json::to_string(&entry.evidence.handler_calls).unwrap_or_default(),
+            serde_json::to_string(&entry.evidence.handler_calls)
+                .unwrap_or_default()
+                .into(),
+        ));
+        // PROTOCOL.md: the secret never appears in logs, and the harness searches.
+        texts.push((
+            "host's log (stderr or a `log` notification)",
+            entry.evidence.host_log.as_str().into(),
         ));
         for (where_, text) in texts {
             for (secret, capability) in issued

@@ -222,7 +222,8 @@ impl FromStr for InvariantId {
         InvariantId::ALL
             .iter()
             .copied()
-            .find(|id| id.as_str() == s)
+            // Typed on a command line (`explain zc1`): case does not tell ids apart.
+            .find(|id| id.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| format!("`{s}` is not an invariant id; ids look like ZC1, TR4, PG6 (see `delegation-harness list --invariants`)"))
     }
 }

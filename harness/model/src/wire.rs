@@ -278,8 +278,10 @@ pub enum Action {
         tool: String,
         #[serde(default)]
         arguments: Value,
-        /// Idempotency key: a retry with the same id returns the recorded
-        /// outcome and never runs the handler again (TC5).
+        /// Idempotency key: once a call with this id ran, its outcome is
+        /// kept (durably, before its completion event), and a retry with the
+        /// same id is refused `event_replayed` with the kept outcome in
+        /// `detail`; the handler never runs again (TC5).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         call_id: Option<String>,
     },
@@ -804,6 +806,11 @@ pub struct Evidence {
     /// Tool definitions (name to digest) the model was shown in this step's requests.
     #[serde(default)]
     pub model_visible_tools: BTreeMap<String, Vec<String>>,
+    /// What the host logged during the step (its stderr and `log`
+    /// notifications), as the harness kept it. The host's own words, so no
+    /// evidence of what it did: only searched for what it must never say (TC4).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host_log: String,
 }
 
 impl Evidence {

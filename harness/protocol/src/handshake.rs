@@ -140,4 +140,53 @@ pub mod capability {
         MODEL_CLOSE_TOOLS,
         REUSABLE_AGENTS,
     ];
+
+    /// Why a scenario cannot run on a host that declared `declared`: each
+    /// capability of `needs` it lacks (the authority-widening ones never
+    /// count: those scenarios run and check the refusal), and each property
+    /// of `unless` it declares. Empty: the scenario runs. The runner and the
+    /// adapter guide's counts both use this, so they cannot disagree.
+    pub fn unmet(needs: &[String], unless: &[String], declared: &[String]) -> Vec<Unmet> {
+        let lacking = needs
+            .iter()
+            .filter(|need| !declared.contains(need) && !AUTHORITY_WIDENING.contains(&need.as_str()))
+            .map(|need| Unmet::Lacks(need.clone()));
+        let declaring = unless
+            .iter()
+            .filter(|property| declared.contains(property))
+            .map(|property| Unmet::Declares(property.clone()));
+        lacking.chain(declaring).collect()
+    }
+
+    /// One reason a scenario is `unsupported` on a host.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub enum Unmet {
+        /// A capability the scenario needs and the host did not declare.
+        Lacks(String),
+        /// A property the host declares that the scenario cannot ask about.
+        Declares(String),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capability::{Unmet, unmet};
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_lacked_need_and_a_declared_property_are_unmet_but_a_widening_need_is_not() {
+        let needs = names(&["mcp", "restart", "other-providers"]);
+        let unless = names(&["reusable-agents"]);
+        assert_eq!(
+            unmet(&needs, &unless, &names(&["mcp", "reusable-agents"])),
+            vec![
+                Unmet::Lacks("restart".into()),
+                Unmet::Declares("reusable-agents".into())
+            ]
+        );
+        assert!(unmet(&needs, &unless, &names(&["mcp", "restart"])).is_empty());
+    }
 }

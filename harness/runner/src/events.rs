@@ -41,6 +41,9 @@ pub enum RunEvent {
     RunInterrupted {
         summary: Summary,
     },
+    /// Time passed: sent to reporters by [`crate::report::drain`], never by
+    /// the runner, so file reports can rewrite a partial report that is due.
+    Tick,
 }
 
 /// Where the runner sends events. Unbounded so a slow reporter never stalls a host's deadline.

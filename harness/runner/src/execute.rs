@@ -3,7 +3,7 @@
 //! checkers after every step.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,9 @@ pub enum RawOutcome {
         message: String,
         stderr_tail: String,
     },
+    /// The harness failed (its observers, its store directory, its own
+    /// resources): nothing is concluded about the host.
+    HarnessError(String),
 }
 
 /// Everything one execution produced.
@@ -68,6 +71,9 @@ pub struct Execution {
     /// Checks that held only on values the adapter declared inferred
     /// (expectations and invariants); failures carry their own.
     pub held_on_inference: Vec<InferredCheck>,
+    /// The host could not be started or did not answer `initialize`: the
+    /// runner stops trying a host that does this several times in a row.
+    pub start_failed: bool,
 }
 
 /// The raw transcript; [`crate::snapshot::normalise`] turns it into the snapshot form.
@@ -90,16 +96,52 @@ struct Bound {
 enum HostFault {
     Unsupported(String),
     Broken(String),
+    /// The harness's own failure during the step: never the host's.
+    Harness(String),
 }
 
 impl From<HostError> for HostFault {
     fn from(e: HostError) -> Self {
         match e {
             HostError::Unsupported { method } => HostFault::Unsupported(method),
+            e @ HostError::HarnessResources(_) => HostFault::Harness(e.to_string()),
             other => HostFault::Broken(other.to_string()),
         }
     }
 }
+
+/// Why a host could not be brought up: the host's failure or the harness's.
+struct StartFailure {
+    message: String,
+    stderr_tail: String,
+    by_harness: bool,
+}
+
+impl StartFailure {
+    fn host(message: String, stderr_tail: String) -> StartFailure {
+        StartFailure {
+            message,
+            stderr_tail,
+            by_harness: false,
+        }
+    }
+
+    fn outcome(self) -> RawOutcome {
+        if self.by_harness {
+            RawOutcome::HarnessError(self.message)
+        } else {
+            RawOutcome::Error {
+                message: self.message,
+                stderr_tail: self.stderr_tail,
+            }
+        }
+    }
+}
+
+/// How much longer than the step deadline the runner waits for a host call
+/// before giving up itself: the subprocess host times out first and says
+/// precisely why (a silent stdout, say); this bounds every other host.
+const OUTER_DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 
 struct Run<'a> {
     scenario: &'a Scenario,
@@ -127,6 +169,8 @@ struct Run<'a> {
     /// What `@unknown` resolves to in this run: drawn once, so every step
     /// naming it sends the same never-issued id and transcripts stay stable.
     unknown_id: String,
+    /// What a host stopped for a restart logged last, for the restart's step.
+    stopped_host_log: String,
 }
 
 /// Runs `scenario` once against a host from `launcher`, emitting `StepFinished` events.
@@ -145,23 +189,17 @@ pub async fn execute(
         duration: started.elapsed(),
         transcript,
         held_on_inference: Vec::new(),
-    };
-    let error = |message: String, stderr_tail: String| RawOutcome::Error {
-        message,
-        stderr_tail,
+        start_failed: false,
     };
 
     let store = match tempfile::Builder::new()
         .prefix("delegation-store-")
         .tempdir()
     {
-        Ok(dir) => dir,
+        Ok(dir) => StoreDir::new(dir),
         Err(e) => {
             return finish(
-                error(
-                    format!("cannot create a store directory: {e}"),
-                    String::new(),
-                ),
+                RawOutcome::HarnessError(format!("cannot create a store directory: {e}")),
                 vec![],
                 0,
                 Transcript::default(),
@@ -172,7 +210,7 @@ pub async fn execute(
         Ok(w) => w,
         Err(e) => {
             return finish(
-                error(format!("cannot start the observers: {e}"), String::new()),
+                RawOutcome::HarnessError(format!("cannot start the observers: {e}")),
                 vec![],
                 0,
                 Transcript::default(),
@@ -181,28 +219,25 @@ pub async fn execute(
     };
     let (host, init) = match start_host(launcher, store.path(), world.as_ref(), options).await {
         Ok(pair) => pair,
-        Err((message, tail)) => {
+        Err(failure) => {
             world.shutdown().await;
-            return finish(error(message, tail), vec![], 0, Transcript::default());
+            return Execution {
+                start_failed: !failure.by_harness,
+                ..finish(failure.outcome(), vec![], 0, Transcript::default())
+            };
         }
     };
 
-    let missing: Vec<String> = scenario
-        .needs
-        .iter()
-        .filter(|need| {
-            !init.capabilities.contains(need)
-                && !delegation_protocol::capability::AUTHORITY_WIDENING.contains(&need.as_str())
+    use delegation_protocol::capability::{Unmet, unmet};
+    let missing: Vec<String> = unmet(&scenario.needs, &scenario.unless, &init.capabilities)
+        .into_iter()
+        .map(|reason| match reason {
+            Unmet::Lacks(need) => need,
+            // Read after "host lacks:" in every report.
+            Unmet::Declares(property) => {
+                format!("what this scenario asks of it: it declares `{property}`")
+            }
         })
-        .cloned()
-        .chain(
-            scenario
-                .unless
-                .iter()
-                .filter(|property| init.capabilities.contains(property))
-                // Read after "host lacks:" in every report.
-                .map(|property| format!("what this scenario asks of it: it declares `{property}`")),
-        )
         .collect();
     let mut run = Run {
         scenario,
@@ -225,6 +260,7 @@ pub async fn execute(
         rules: scenario.setup.model.clone(),
         // Derived from the scenario id, not random: a host may quote it in free
         // text (`detail`), which snapshots keep verbatim, so it must be stable.
+        stopped_host_log: String::new(),
         unknown_id: format!(
             "never-issued-{}",
             &delegation_model::digest::sha256_hex(
@@ -274,18 +310,82 @@ pub async fn execute(
     }
 }
 
+/// Store directories of scenarios still running (or whose removal failed).
+static LIVE_STORES: std::sync::Mutex<BTreeSet<PathBuf>> = std::sync::Mutex::new(BTreeSet::new());
+
+fn live_stores() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
+    LIVE_STORES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A scenario's store directory, removed when the scenario ends, also when
+/// its future is dropped mid-run (an interrupt); known to
+/// [`remove_leftover_stores`] until it is gone.
+struct StoreDir(Option<tempfile::TempDir>);
+
+impl StoreDir {
+    fn new(dir: tempfile::TempDir) -> StoreDir {
+        live_stores().insert(dir.path().to_path_buf());
+        StoreDir(Some(dir))
+    }
+
+    fn path(&self) -> &Path {
+        self.0.as_ref().map_or(Path::new(""), |d| d.path())
+    }
+}
+
+impl Drop for StoreDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take() {
+            let path = dir.path().to_path_buf();
+            if dir.close().is_ok() || !path.exists() {
+                live_stores().remove(&path);
+            }
+        }
+    }
+}
+
+/// Removes the store directories of scenarios that did not remove their
+/// own (a run interrupted while they ran, a removal that failed while an
+/// adapter still wrote into it). Returns those that still cannot be removed.
+pub fn remove_leftover_stores() -> Vec<(PathBuf, std::io::Error)> {
+    let leftovers: Vec<PathBuf> = live_stores().iter().cloned().collect();
+    let mut failed = Vec::new();
+    for path in leftovers {
+        match std::fs::remove_dir_all(&path) {
+            Err(e) if path.exists() => failed.push((path, e)),
+            _ => {
+                live_stores().remove(&path);
+            }
+        }
+    }
+    failed
+}
+
 /// Launches a host on `store`, completes the handshake and refuses another major protocol version.
 async fn start_host(
     launcher: &dyn HostLauncher,
     store: &Path,
     world: &dyn World,
     options: &ExecOptions,
-) -> Result<(Box<dyn Host>, InitializeResult), (String, String)> {
-    let mut host = match tokio::time::timeout(options.step_deadline, launcher.launch(store)).await {
+) -> Result<(Box<dyn Host>, InitializeResult), StartFailure> {
+    let outer = options.step_deadline + OUTER_DEADLINE_MARGIN;
+    let mut host = match tokio::time::timeout(outer, launcher.launch(store)).await {
         Ok(Ok(host)) => host,
-        Ok(Err(e)) => return Err((format!("launch failed: {e}"), String::new())),
+        Ok(Err(e @ HostError::HarnessResources(_))) => {
+            return Err(StartFailure {
+                message: format!("launch failed: {e}"),
+                stderr_tail: String::new(),
+                by_harness: true,
+            });
+        }
+        Ok(Err(e)) => {
+            return Err(StartFailure::host(
+                format!("launch failed: {e}"),
+                String::new(),
+            ));
+        }
         Err(_) => {
-            return Err((
+            return Err(StartFailure::host(
                 format!(
                     "launch did not finish within {} ms",
                     options.step_deadline.as_millis()
@@ -305,11 +405,23 @@ async fn start_host(
             clock: "harness".into(),
         },
     };
-    let init = match tokio::time::timeout(options.step_deadline, host.initialize(params)).await {
+    let init = match tokio::time::timeout(outer, host.initialize(params)).await {
         Ok(Ok(init)) => init,
-        Ok(Err(e)) => return Err((format!("initialize failed: {e}"), host.stderr_tail())),
+        Ok(Err(e @ HostError::HarnessResources(_))) => {
+            return Err(StartFailure {
+                message: format!("initialize failed: {e}"),
+                stderr_tail: host.stderr_tail(),
+                by_harness: true,
+            });
+        }
+        Ok(Err(e)) => {
+            return Err(StartFailure::host(
+                format!("initialize failed: {e}"),
+                host.stderr_tail(),
+            ));
+        }
         Err(_) => {
-            return Err((
+            return Err(StartFailure::host(
                 format!(
                     "no answer to `initialize` within {} ms",
                     options.step_deadline.as_millis()
@@ -321,7 +433,7 @@ async fn start_host(
     if major(&init.protocol_version) != major(PROTOCOL_VERSION) {
         let tail = host.stderr_tail();
         let _ = host.shutdown().await;
-        return Err((
+        return Err(StartFailure::host(
             format!(
                 "host speaks protocol {} but this harness speaks {PROTOCOL_VERSION}: major versions must be equal",
                 init.protocol_version
@@ -338,7 +450,8 @@ fn major(version: &str) -> &str {
 
 impl Run<'_> {
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostFault> {
-        match tokio::time::timeout(self.options.step_deadline, self.host.call(action)).await {
+        let outer = self.options.step_deadline + OUTER_DEADLINE_MARGIN;
+        match tokio::time::timeout(outer, self.host.call(action)).await {
             Ok(result) => Ok(result?),
             Err(_) => Err(HostFault::Broken(format!(
                 "no answer to `{}` within {} ms",
@@ -414,6 +527,7 @@ impl Run<'_> {
                 message: format!("{during}: {message}"),
                 stderr_tail: self.host.stderr_tail(),
             },
+            HostFault::Harness(message) => RawOutcome::HarnessError(format!("{during}: {message}")),
         }
     }
 
@@ -453,10 +567,20 @@ impl Run<'_> {
         let (kind, result) = match &step.action {
             StepAction::Restart(_) => {
                 let _ = self.host.shutdown().await;
+                let last_words = self.host.take_log();
+                self.stopped_host_log.push_str(&last_words);
                 let (host, init) =
                     start_host(self.launcher, self.store, self.world.as_ref(), self.options)
                         .await
-                        .map_err(|(m, tail)| HostFault::Broken(format!("restart: {m}\n{tail}")))?;
+                        .map_err(|failure| {
+                            let message =
+                                format!("restart: {}\n{}", failure.message, failure.stderr_tail);
+                            if failure.by_harness {
+                                HostFault::Harness(message)
+                            } else {
+                                HostFault::Broken(message)
+                            }
+                        })?;
                 self.host = host;
                 self.capabilities = init.capabilities;
                 (StepKind::Restart, None)
@@ -541,7 +665,7 @@ impl Run<'_> {
                         .apply(&WorldStep::ModelEndpoint(rules))
                         .await
                         .map_err(|e| {
-                            HostFault::Broken(format!("the harness's own observer failed: {e}"))
+                            HostFault::Harness(format!("the harness's own observer failed: {e}"))
                         })?;
                 }
                 (
@@ -554,7 +678,7 @@ impl Run<'_> {
             }
         };
 
-        let evidence = self.world.evidence_since(&mark);
+        let mut evidence = self.world.evidence_since(&mark);
         let observed = Arc::new(match (&step.action, &result) {
             (StepAction::Observe(_), Some(r)) if r.observed.is_some() => {
                 r.observed.clone().unwrap_or_default()
@@ -562,6 +686,7 @@ impl Run<'_> {
             _ => self.observe().await?,
         });
         self.observed = observed.clone();
+        evidence.host_log = self.take_host_log();
         let restarted = matches!(kind, StepKind::Restart);
         let entry = HistoryEntry {
             step: index,
@@ -594,7 +719,8 @@ impl Run<'_> {
         message: String,
         mark: &WorldMark,
     ) -> Result<bool, HostFault> {
-        let evidence = self.world.evidence_since(mark);
+        let mut evidence = self.world.evidence_since(mark);
+        evidence.host_log = self.take_host_log();
         let entry = HistoryEntry {
             step: index,
             kind: StepKind::Action {
@@ -614,13 +740,21 @@ impl Run<'_> {
         Ok(true)
     }
 
+    /// What the host logged since the last step (and a host stopped for a
+    /// restart before it), searched for secrets by TC4.
+    fn take_host_log(&mut self) -> String {
+        let mut log = std::mem::take(&mut self.stopped_host_log);
+        log.push_str(&self.host.take_log());
+        log
+    }
+
     async fn world_step(
         &mut self,
         step: WorldStep,
     ) -> Result<(StepKind, Option<ActionResult>), HostFault> {
         let (description, change) =
             self.world.apply(&step).await.map_err(|e| {
-                HostFault::Broken(format!("the harness's own observer failed: {e}"))
+                HostFault::Harness(format!("the harness's own observer failed: {e}"))
             })?;
         Ok((
             StepKind::World {
@@ -1011,6 +1145,11 @@ impl Run<'_> {
         result: Option<&ActionResult>,
         mark: &WorldMark,
     ) -> Value {
+        // The host's log is in `stderr_tail` below; once is enough.
+        let evidence = Evidence {
+            host_log: String::new(),
+            ..evidence.clone()
+        };
         json!({
             "observers": evidence,
             "recent_requests": self.world.recent_since(mark),

@@ -59,6 +59,11 @@ struct EntryFile {
     reason: String,
     #[serde(default)]
     issue: Option<String>,
+    /// For `fail`: the checks it is known to fail, each failure's `at`
+    /// (`steps[1].expect.delta.handler_calls`, or an invariant id). When
+    /// given, a failure at other checks is a change, not this known failure.
+    #[serde(default)]
+    failed: Option<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -80,9 +85,32 @@ pub struct Entry {
     pub reason: String,
     /// A link to the host's issue, shown beside the reason in every report.
     pub issue: Option<String>,
+    /// The checks a `fail` entry is known to fail at (see the file format).
+    pub failed: Option<Vec<String>>,
 }
 
 impl Entry {
+    /// For a listed failure that now fails at other checks than the entry
+    /// lists: what changed, as a maintainer should read it. `None` when the
+    /// entry lists no checks or the same ones.
+    pub fn change(&self, now: &std::collections::BTreeSet<String>) -> Option<String> {
+        let listed: std::collections::BTreeSet<String> =
+            self.failed.as_ref()?.iter().cloned().collect();
+        if &listed == now {
+            return None;
+        }
+        let gone: Vec<&String> = listed.difference(now).collect();
+        let new: Vec<&String> = now.difference(&listed).collect();
+        Some(format!(
+            "listed by `{}` as a known failure ({}) at {:?}, but it now fails differently: no longer at {:?}, newly at {:?}; review the new failure, then update the entry's `failed`",
+            self.pattern,
+            self.reason_text(),
+            listed,
+            gone,
+            new
+        ))
+    }
+
     /// The reason with its issue link, as reports print it.
     pub fn reason_text(&self) -> String {
         match &self.issue {
@@ -126,7 +154,7 @@ pub struct UnmappedReason {
     pub vocabulary: String,
 }
 
-const FORMAT_HINT: &str = "expected {\"known\": [{\"scenario\": ID-OR-GLOB, \"expect\": \"fail\"|\"unsupported\"|\"error\", \"reason\": TEXT, \"issue\": URL (optional)}], \"deny_reasons\": {HOST-NAME: HARNESS-REASON} (optional)}";
+const FORMAT_HINT: &str = "expected {\"known\": [{\"scenario\": ID-OR-GLOB, \"expect\": \"fail\"|\"unsupported\"|\"error\"|\"unverified\", \"reason\": TEXT, \"issue\": URL (optional), \"failed\": [CHECK, ...] (optional, with fail)}], \"deny_reasons\": {HOST-NAME: HARNESS-REASON} (optional)}";
 
 impl Expectations {
     pub fn load(file: &Path) -> Result<Expectations, ExpectationsError> {
@@ -161,6 +189,12 @@ impl Expectations {
                         "every known failure says why, as data: give a reason (and an `issue` link if there is one)".into(),
                     ));
                 }
+                if e.failed.is_some() && e.expect != Expected::Fail {
+                    return Err(parse_error(
+                        format!("known[{i}].failed"),
+                        format!("`failed` lists the checks a `fail` entry fails at; this entry expects `{}`", e.expect.name()),
+                    ));
+                }
                 let matcher = Glob::new(&e.scenario)
                     .map_err(|g| {
                         parse_error(
@@ -175,6 +209,7 @@ impl Expectations {
                     expect: e.expect,
                     reason: e.reason,
                     issue: e.issue,
+                    failed: e.failed,
                 })
             })
             .collect::<Result<_, _>>()?;

@@ -28,6 +28,8 @@ pub enum CaseResult {
         step: usize,
         message: String,
     },
+    /// The harness itself failed (its observers, its resources): no finding.
+    HarnessError(String),
 }
 
 /// One scenario run against one host.
@@ -41,6 +43,7 @@ pub async fn run_scenario(
     let execution = execute(scenario, launcher, &ObserverWorlds, exec, &events).await;
     let result = match &execution.outcome {
         RawOutcome::Unsupported(missing) => CaseResult::Unsupported(missing.clone()),
+        RawOutcome::HarnessError(message) => CaseResult::HarnessError(message.clone()),
         RawOutcome::Error { message, .. } => CaseResult::Fail {
             step: execution.steps_run,
             message: format!("error: {message}"),
@@ -95,6 +98,7 @@ pub fn fuzz_host(data: &[u8], launcher: &dyn HostLauncher) {
         CaseResult::Unsupported(missing) => {
             panic!("the host lacks {missing:?}")
         }
+        CaseResult::HarnessError(message) => panic!("the harness failed on {ops:?}: {message}"),
         CaseResult::Fail { step, message } => panic!(
             "the host diverged from the model on {ops:?} at operation {} (step {step}): {message}",
             failing_op(&translation, step)

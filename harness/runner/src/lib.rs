@@ -8,6 +8,7 @@
 
 pub mod catalogue;
 pub mod checks;
+pub mod conformance;
 pub mod events;
 pub mod execute;
 pub mod expectations;
@@ -15,6 +16,7 @@ pub mod fuzz;
 pub mod observers;
 pub mod provenance;
 pub mod report;
+pub mod resources;
 pub mod run;
 pub mod scenario;
 pub mod snapshot;
@@ -22,6 +24,7 @@ pub mod verdict;
 pub mod world;
 
 pub use catalogue::{Catalogue, CatalogueError, Filter};
+pub use conformance::{Conformance, ConformanceError, Outcome, exit_code_for};
 pub use events::{EventSink, RunEvent};
 pub use execute::ExecOptions;
 pub use expectations::Expectations;

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use delegation_host::HostLauncher;
 use delegation_model::Tier;
@@ -14,6 +15,7 @@ use crate::events::{EventSink, RunEvent};
 use crate::execute::{ExecOptions, Execution, RawOutcome, execute};
 use crate::expectations::{Expectations, Expected};
 use crate::provenance::InferredCheck;
+use crate::resources::DescriptorWatch;
 use crate::scenario::Scenario;
 use crate::snapshot;
 use crate::verdict::{ScenarioResult, Summary, Verdict};
@@ -40,12 +42,24 @@ impl Default for RunOptions {
     }
 }
 
+/// After this many scenarios in a row whose host could not be started or
+/// did not answer `initialize`, the run stops trying the host: each more
+/// attempt would cost a full step deadline and say nothing new.
+pub const START_FAILURES_BEFORE_GIVING_UP: usize = 3;
+
 /// The end of a run: every result that finished, and whether it was interrupted.
 #[derive(Debug)]
 pub struct RunReport {
     pub results: Vec<ScenarioResult>,
     pub summary: Summary,
     pub interrupted: bool,
+    /// Why the run stopped trying the host, when it did: it could not be
+    /// started or answered nothing [`START_FAILURES_BEFORE_GIVING_UP`] times
+    /// in a row. The scenarios not run are in `summary.not_run`.
+    pub gave_up: Option<String>,
+    /// The run gave up on the host (`gave_up`), or no scenario ever got an
+    /// answer to `initialize`: the run cannot speak for the host (exit 2).
+    pub host_unreachable: bool,
 }
 
 /// Runs `scenarios` (already ordered, see [`crate::catalogue::order`]).
@@ -76,6 +90,14 @@ pub async fn run(
     }
     let slots = Arc::new(Semaphore::new(options.jobs.max(1)));
     let options = Arc::new(options);
+    // A run starved of descriptors judges nothing about the host.
+    let (descriptors, _watching) = DescriptorWatch::start();
+    // Start failures in a row, scenarios whose host did start, and why the
+    // run stopped trying the host once it did.
+    let start_failures = Arc::new(AtomicUsize::new(0));
+    let started = Arc::new(AtomicUsize::new(0));
+    let (give_up, gave_up) = watch::channel(None::<String>);
+    let give_up = Arc::new(give_up);
     let mut tasks = JoinSet::new();
     for scenario in scenarios {
         let publish = verdicts[&scenario.id].clone();
@@ -90,6 +112,12 @@ pub async fn run(
             options.clone(),
             events.clone(),
             slots.clone(),
+        );
+        let (descriptors, start_failures, give_up, started) = (
+            descriptors.clone(),
+            start_failures.clone(),
+            give_up.clone(),
+            started.clone(),
         );
         tasks.spawn(async move {
             let control_verdict = match control {
@@ -107,10 +135,16 @@ pub async fn run(
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
+            if give_up.borrow().is_some() {
+                // Not run. Its verdict's sender goes with this task, so its
+                // negatives stop waiting, and are not run either.
+                return None;
+            }
             let _ = events.send(RunEvent::ScenarioStarted {
                 id: scenario.id.clone(),
             });
-            let execution = execute(
+            let mark = descriptors.mark();
+            let mut execution = execute(
                 &scenario,
                 launcher.as_ref(),
                 worlds.as_ref(),
@@ -118,38 +152,79 @@ pub async fn run(
                 &events,
             )
             .await;
+            if let Some(shortage) = descriptors.shortage_since(mark)
+                && !matches!(execution.outcome, RawOutcome::Unsupported(_))
+            {
+                execution.outcome = RawOutcome::HarnessError(shortage);
+                execution.start_failed = false;
+            }
+            if execution.start_failed {
+                let in_a_row = start_failures.fetch_add(1, Ordering::SeqCst) + 1;
+                if in_a_row >= START_FAILURES_BEFORE_GIVING_UP {
+                    let last = match &execution.outcome {
+                        RawOutcome::Error { message, .. } => message.clone(),
+                        _ => String::new(),
+                    };
+                    give_up.send_if_modified(|reason| {
+                        reason.get_or_insert_with(|| {
+                            format!(
+                                "the host could not be started or answered nothing {in_a_row} times in a row, so the remaining scenarios were not run; the last attempt: {last}"
+                            )
+                        });
+                        true
+                    });
+                }
+            } else {
+                start_failures.store(0, Ordering::SeqCst);
+                started.fetch_add(1, Ordering::SeqCst);
+            }
             let result = judge(&scenario, execution, control_verdict, &options.expectations);
             publish.send_replace(Some(result.verdict.clone()));
             let _ = events.send(RunEvent::ScenarioFinished(Box::new(result.clone())));
-            result
+            Some(result)
         });
     }
 
+    // Each scenario's task now holds the only sender of its verdict: a
+    // control that ends without one (not run, aborted) closes its channel,
+    // so its negatives stop waiting instead of hanging the run.
+    drop(verdicts);
     let mut results = Vec::new();
     let mut interrupted = *interrupt.borrow();
+    let mut listening = true;
     while !interrupted {
         tokio::select! {
             next = tasks.join_next() => match next {
-                Some(Ok(result)) => results.push(result),
+                Some(Ok(Some(result))) => results.push(result),
+                Some(Ok(None)) => {}
                 Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Some(Err(_)) => {}
                 None => break,
             },
-            changed = interrupt.changed() => {
+            changed = interrupt.changed(), if listening => {
                 // A dropped sender is not an interrupt; stop listening to it.
-                interrupted = changed.is_ok() && *interrupt.borrow();
-                if changed.is_err() {
-                    while let Some(next) = tasks.join_next().await {
-                        if let Ok(result) = next { results.push(result) }
-                    }
-                    break;
+                match changed {
+                    Ok(()) => interrupted = *interrupt.borrow(),
+                    Err(_) => listening = false,
                 }
             }
         }
     }
     if interrupted {
         tasks.abort_all();
+        // Dropping each scenario kills its adapter's process group, waits for
+        // it to die and removes its store directory: done before the report,
+        // so an interrupted run leaves nothing behind. A scenario that had
+        // already finished (its result reported) still counts.
+        while let Some(next) = tasks.join_next().await {
+            if let Ok(Some(result)) = next {
+                results.push(result);
+            }
+        }
     }
+    let gave_up = gave_up.borrow().clone();
+    let host_unreachable = gave_up.is_some()
+        || (started.load(Ordering::SeqCst) == 0 && start_failures.load(Ordering::SeqCst) > 0);
     let mut summary = Summary::from_results(&results);
     summary.not_run = total - results.len();
     let _ = events.send(if interrupted {
@@ -165,6 +240,8 @@ pub async fn run(
         results,
         summary,
         interrupted,
+        gave_up,
+        host_unreachable,
     }
 }
 
@@ -185,6 +262,9 @@ pub fn judge(
         } => Verdict::Error {
             message: message.clone(),
             stderr_tail: stderr_tail.clone(),
+        },
+        RawOutcome::HarnessError(message) => Verdict::HarnessError {
+            message: message.clone(),
         },
         // The provenance rule: a failure on what was observed is the host's;
         // a check that failed or held only on the adapter's inference is neither.
@@ -249,10 +329,20 @@ pub fn judge(
         message.push_str(&hint);
     }
 
+    // A listed failure that now fails at other checks is a change to look at.
+    let mut changed_failure = None;
     if let Some(entry) = expectations.lookup(&scenario.id) {
+        let failing_at: std::collections::BTreeSet<String> =
+            execution.failures.iter().map(|f| f.at.clone()).collect();
         let listed_failure = match (entry.expect, &verdict) {
-            (Expected::Fail, Verdict::Fail)
-            | (Expected::Unsupported, Verdict::Unsupported { .. })
+            (Expected::Fail, Verdict::Fail) => match entry.change(&failing_at) {
+                None => true,
+                Some(change) => {
+                    changed_failure = Some((change, entry.failed.clone(), failing_at));
+                    false
+                }
+            },
+            (Expected::Unsupported, Verdict::Unsupported { .. })
             | (Expected::Unverified, Verdict::Unverified { .. })
             | (Expected::Error, Verdict::Error { .. }) => true,
             (_, Verdict::Pass) => {
@@ -284,14 +374,27 @@ pub fn judge(
     }
 
     let transcript = snapshot::normalise(&execution.transcript);
-    let secrets = &execution.transcript.secrets;
+    let secrets = execution.transcript.secrets.clone();
     let mut failures = execution.failures;
+    if let Some((message, listed, now)) = changed_failure {
+        failures.push(crate::verdict::Failure {
+            kind: crate::verdict::FailureKind::Expectation,
+            invariants: scenario.checks.clone(),
+            step: 0,
+            at: "expectations.failed".into(),
+            expected: serde_json::json!(listed),
+            observed: serde_json::json!(now),
+            message,
+            evidence: serde_json::Value::Null,
+            inferred: Vec::new(),
+        });
+    }
     for f in &mut failures {
         for v in [&mut f.expected, &mut f.observed, &mut f.evidence] {
-            snapshot::redact_secrets(v, secrets);
+            snapshot::redact_secrets(v, &secrets);
         }
     }
-    ScenarioResult {
+    let mut result = ScenarioResult {
         id: scenario.id.clone(),
         area: scenario.area().to_string(),
         title: scenario.title.clone(),
@@ -304,5 +407,7 @@ pub fn judge(
         steps_total: scenario.steps.len(),
         duration: execution.duration,
         transcript,
-    }
+    };
+    result.redact(&secrets);
+    result
 }

@@ -44,10 +44,16 @@ pub enum Verdict {
     Stale {
         reason: String,
     },
-    /// The host crashed, timed out or broke the protocol; or the harness could not set up.
+    /// The host crashed, timed out or broke the protocol.
     Error {
         message: String,
         stderr_tail: String,
+    },
+    /// The harness itself failed (its observers, its store directory, its
+    /// descriptors or processes): nothing is concluded about the host, and
+    /// the run exits 2, never 1, for it.
+    HarnessError {
+        message: String,
     },
 }
 
@@ -69,6 +75,7 @@ impl Verdict {
             Verdict::KnownFailure { .. } => "known-failure",
             Verdict::Stale { .. } => "stale",
             Verdict::Error { .. } => "error",
+            Verdict::HarnessError { .. } => "harness-error",
         }
     }
 
@@ -160,6 +167,82 @@ pub struct ScenarioResult {
     pub transcript: Value,
 }
 
+/// What a secret is replaced with in every report.
+pub const REDACTED: &str = "<secret>";
+
+impl ScenarioResult {
+    /// Replaces every occurrence of each secret (capability secrets, the
+    /// canaries the harness planted) in everything a reporter renders: the
+    /// verdict's messages and the host's stderr tail, each failure, the
+    /// transcript. A report may be published; a secret never is.
+    pub fn redact(&mut self, secrets: &[String]) {
+        let secrets: Vec<&str> = secrets
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if secrets.is_empty() {
+            return;
+        }
+        let text = |t: &mut String| {
+            for secret in &secrets {
+                if t.contains(secret) {
+                    *t = t.replace(secret, REDACTED);
+                }
+            }
+        };
+        match &mut self.verdict {
+            Verdict::Error {
+                message,
+                stderr_tail,
+            } => {
+                text(message);
+                text(stderr_tail);
+            }
+            Verdict::HarnessError { message } => text(message),
+            Verdict::Stale { reason } => text(reason),
+            Verdict::KnownFailure { reason, .. } => text(reason),
+            Verdict::Unverified { rests_on } => rests_on.iter_mut().for_each(text),
+            Verdict::Unsupported { missing } => missing.iter_mut().for_each(text),
+            Verdict::Inconclusive { .. } | Verdict::Pass | Verdict::Fail => {}
+        }
+        for f in &mut self.failures {
+            text(&mut f.at);
+            text(&mut f.message);
+            for v in [&mut f.expected, &mut f.observed, &mut f.evidence] {
+                redact_value(v, &text);
+            }
+        }
+        redact_value(&mut self.transcript, &text);
+    }
+}
+
+fn redact_value(value: &mut Value, text: &impl Fn(&mut String)) {
+    match value {
+        Value::String(s) => text(s),
+        Value::Array(items) => items.iter_mut().for_each(|v| redact_value(v, text)),
+        Value::Object(map) => {
+            // Keys too: a host may name something after a secret. Only
+            // those are moved; a transcript has many keys and few secrets.
+            let renamed: Vec<(String, String)> = map
+                .keys()
+                .filter_map(|key| {
+                    let mut redacted = key.clone();
+                    text(&mut redacted);
+                    (redacted != *key).then(|| (key.clone(), redacted))
+                })
+                .collect();
+            for (key, redacted) in renamed {
+                if let Some(v) = map.remove(&key) {
+                    map.insert(redacted, v);
+                }
+            }
+            map.values_mut().for_each(|v| redact_value(v, text));
+        }
+        _ => {}
+    }
+}
+
 mod millis {
     use std::time::Duration;
 
@@ -191,6 +274,8 @@ pub struct Summary {
     pub known_security_violations: usize,
     pub stale: usize,
     pub error: usize,
+    /// Scenarios the harness itself could not judge (its own failure, not the host's).
+    pub harness_error: usize,
     /// Scenarios selected but not run because the run was interrupted.
     pub not_run: usize,
     /// Scenarios that really ran against the host: every result but
@@ -223,6 +308,7 @@ impl Summary {
                 }
                 Verdict::Stale { .. } => s.stale += 1,
                 Verdict::Error { .. } => s.error += 1,
+                Verdict::HarnessError { .. } => s.harness_error += 1,
             }
         }
         s.ran = s.total - s.unsupported - s.known_unsupported;
@@ -246,5 +332,79 @@ impl Summary {
 
     pub fn failed(&self) -> bool {
         self.fail + self.stale + self.error > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn result(verdict: Verdict, failures: Vec<Failure>) -> ScenarioResult {
+        ScenarioResult {
+            id: "tc/000-x".into(),
+            area: "tc".into(),
+            title: "t".into(),
+            tier: Tier::Must,
+            checks: vec![],
+            verdict,
+            raw_verdict: "error".into(),
+            failures,
+            steps_run: 0,
+            steps_total: 0,
+            duration: Duration::ZERO,
+            transcript: json!([{"reply": {"detail": "echoed CANARY-1 back"}}]),
+        }
+    }
+
+    #[test]
+    fn every_rendered_string_is_redacted_and_nothing_else_changes() {
+        let secrets = vec!["CANARY-1".to_string(), String::new()];
+        let failure = Failure {
+            kind: FailureKind::Invariant,
+            invariants: vec![],
+            step: 1,
+            at: "TC4".into(),
+            expected: json!("never CANARY-1"),
+            observed: json!({"CANARY-1": ["x CANARY-1 y"]}),
+            message: "saw CANARY-1".into(),
+            evidence: json!({"stderr_tail": "line 1\nsecret CANARY-1\nline 3"}),
+            inferred: vec![],
+        };
+        let mut r = result(
+            Verdict::Error {
+                message: "crashed holding CANARY-1".into(),
+                stderr_tail: "log: CANARY-1\n".into(),
+            },
+            vec![failure],
+        );
+        r.redact(&secrets);
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("CANARY-1"), "{text}");
+        // Only the secret goes: the text around it stays readable.
+        assert_eq!(
+            r.verdict,
+            Verdict::Error {
+                message: "crashed holding <secret>".into(),
+                stderr_tail: "log: <secret>\n".into(),
+            }
+        );
+        assert_eq!(
+            r.failures[0].evidence["stderr_tail"],
+            "line 1\nsecret <secret>\nline 3"
+        );
+        assert_eq!(
+            r.failures[0].observed,
+            json!({"<secret>": ["x <secret> y"]})
+        );
+
+        // Positive control: with no secret given, nothing is touched.
+        let mut untouched = result(Verdict::Pass, vec![]);
+        untouched.redact(&[]);
+        assert!(
+            serde_json::to_string(&untouched)
+                .unwrap()
+                .contains("CANARY-1")
+        );
     }
 }

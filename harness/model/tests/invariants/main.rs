@@ -1136,3 +1136,23 @@ fn rs2_does_not_count_an_answer_the_crash_left_unobserved() {
     let decided_by_restart = check(InvariantId::RS2, &history(false));
     assert_eq!(decided_by_restart.len(), 1, "{decided_by_restart:#?}");
 }
+
+#[test]
+fn tc4_finds_a_secret_in_what_the_host_logged() {
+    // The correct twin, with the canary in the host's log (stderr or a `log`
+    // notification) of its last step and nowhere else.
+    let mut history = tc4(false);
+    assert!(check(InvariantId::TC4, &history).is_empty());
+    let last = history.last_mut().unwrap();
+    last.evidence.host_log = format!("debug: capability issued, secret {CANARY}\n");
+    let found = check(InvariantId::TC4, &history);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].message.contains("host's log"),
+        "{}",
+        found[0].message
+    );
+    // A log that says other things is no violation.
+    history.last_mut().unwrap().evidence.host_log = "debug: capability issued\n".into();
+    assert!(check(InvariantId::TC4, &history).is_empty());
+}

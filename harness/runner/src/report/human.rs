@@ -2,7 +2,6 @@
 //! evidence, and a summary. Colour through anstream (so `NO_COLOR` and
 //! non-terminals get plain text); a progress bar only on a terminal.
 
-use std::fs::File;
 use std::io::{self, IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -25,6 +24,10 @@ pub struct HumanReporter {
     bar: Option<ProgressBar>,
     /// Also write a plain copy of the final report, for `--report human=FILE`.
     file: Option<(PathBuf, Collector)>,
+    /// The run's host and seed, for the rerun commands at the end.
+    run: Option<(String, u64)>,
+    /// The scenarios that need a look, in the order they finished.
+    needs_a_look: Vec<(String, &'static str)>,
 }
 
 impl HumanReporter {
@@ -35,6 +38,8 @@ impl HumanReporter {
             strip: false,
             bar: None,
             file: None,
+            run: None,
+            needs_a_look: Vec::new(),
         }
     }
 
@@ -45,6 +50,8 @@ impl HumanReporter {
             strip: true,
             bar: None,
             file: None,
+            run: None,
+            needs_a_look: Vec::new(),
         }
     }
 
@@ -54,6 +61,8 @@ impl HumanReporter {
             strip: true,
             bar: None,
             file: Some((file, Collector::new())),
+            run: None,
+            needs_a_look: Vec::new(),
         }
     }
 
@@ -105,6 +114,9 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
                 lines.push(format!("              stderr| {l}"));
             }
         }
+        Verdict::HarnessError { message } => {
+            lines.push(format!("              not the host's failure: {message}"))
+        }
         Verdict::Stale { reason } => lines.push(format!("              {reason}")),
         Verdict::Unsupported { missing } => {
             lines.push(format!("              host lacks: {}", missing.join(", ")))
@@ -132,13 +144,25 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
         r.verdict,
         Verdict::Fail | Verdict::KnownFailure { .. } | Verdict::Inconclusive { .. }
     ) {
-        for f in &r.failures {
-            lines.push(format!("              {BOLD}{}{RESET}", failure_line(f)));
-            lines.push(format!(
-                "                evidence: {}",
-                serde_json::to_string(&f.evidence["observers"]).unwrap_or_default()
-            ));
-            let reply = &f.evidence["host_reply"];
+        // The failed checks of one step share what was observed in it: the
+        // evidence is printed once per step, after its failures.
+        let mut steps: Vec<usize> = r.failures.iter().map(|f| f.step).collect();
+        steps.dedup();
+        for step in steps {
+            let of_step: Vec<_> = r.failures.iter().filter(|f| f.step == step).collect();
+            for f in &of_step {
+                lines.push(format!("              {BOLD}{}{RESET}", failure_line(f)));
+            }
+            let Some(evidence) = of_step.iter().map(|f| &f.evidence).find(|e| !e.is_null()) else {
+                continue;
+            };
+            if !evidence["observers"].is_null() {
+                lines.push(format!(
+                    "                evidence: {}",
+                    serde_json::to_string(&evidence["observers"]).unwrap_or_default()
+                ));
+            }
+            let reply = &evidence["host_reply"];
             if !reply.is_null() {
                 lines.push(format!(
                     "                host reply: {}",
@@ -150,16 +174,53 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
     lines
 }
 
+/// Whether a result needs a maintainer's look: it is listed again at the
+/// end of the run with the command that reruns it.
+fn needs_a_look(verdict: &Verdict) -> bool {
+    matches!(
+        verdict,
+        Verdict::Fail
+            | Verdict::Error { .. }
+            | Verdict::Stale { .. }
+            | Verdict::Inconclusive { .. }
+            | Verdict::Unverified { .. }
+            | Verdict::HarnessError { .. }
+    )
+}
+
+/// The closing list: each scenario that needs a look and how to rerun it alone.
+pub fn render_rerun_list(host: &str, seed: u64, ids: &[(String, &'static str)]) -> Vec<String> {
+    let mut lines = Vec::new();
+    if ids.is_empty() {
+        return lines;
+    }
+    lines.push(format!(
+        "{BOLD}{} scenario(s) to look at{RESET}, each rerun alone by:",
+        ids.len()
+    ));
+    for (id, verdict) in ids {
+        lines.push(format!(
+            "  {:>14} {}",
+            format!("{verdict}:"),
+            super::rerun_command(host, id, Some(seed))
+        ));
+    }
+    lines
+}
+
 pub fn render_summary(s: &Summary, interrupted: bool) -> String {
     let head = if interrupted {
         format!("{RED}INTERRUPTED{RESET} ({} not run)", s.not_run)
     } else if s.failed() {
         format!("{RED}FAILED{RESET}")
+    } else if s.harness_error > 0 {
+        // Not the host's failure, and no pass either.
+        format!("{RED}HARNESS ERROR{RESET}")
     } else {
         format!("{GREEN}PASSED{RESET}")
     };
     format!(
-        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified; {} really ran",
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified, {} harness errors; {} really ran",
         s.total,
         s.pass,
         s.fail,
@@ -172,6 +233,7 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         s.known_unsupported,
         s.unverified,
         s.known_unverified,
+        s.harness_error,
         s.ran
     )
 }
@@ -187,10 +249,20 @@ impl Reporter for HumanReporter {
                         text.push('\n');
                     }
                 }
+                let look: Vec<(String, &'static str)> = collector
+                    .sorted()
+                    .into_iter()
+                    .filter(|r| needs_a_look(&r.verdict))
+                    .map(|r| (r.id.clone(), r.verdict.name()))
+                    .collect();
+                for l in render_rerun_list(&collector.host, collector.seed, &look) {
+                    text.push_str(&l);
+                    text.push('\n');
+                }
                 text.push_str(&render_summary(&summary, interrupted));
                 text.push('\n');
-                let mut f = File::create(&*file)?;
-                write!(f, "{}", anstream::adapter::strip_str(&text))?;
+                let plain = anstream::adapter::strip_str(&text).to_string();
+                super::write_atomically(file, plain.as_bytes())?;
             }
             return Ok(());
         }
@@ -202,8 +274,10 @@ impl Reporter for HumanReporter {
                 jobs,
                 model_checkers,
             } => {
+                self.run = Some((host.clone(), *seed));
                 self.line(&format!(
-                    "{BOLD}delegation-harness{RESET}: {total} scenarios against {host} (seed {seed}, {jobs} jobs)"
+                    "{BOLD}delegation-harness{RESET}: {total} scenarios against {host} (seed {seed}, {jobs} {})",
+                    if *jobs == 1 { "job" } else { "jobs" }
                 ))?;
                 if !model_checkers {
                     self.line(&format!(
@@ -224,10 +298,14 @@ impl Reporter for HumanReporter {
                     bar.set_message(id.clone());
                 }
             }
-            RunEvent::StepFinished(_) => {}
+            RunEvent::StepFinished(_) | RunEvent::Tick => {}
             RunEvent::ScenarioFinished(result) => {
                 for l in render_result(result) {
                     self.line(&l)?;
+                }
+                if needs_a_look(&result.verdict) {
+                    self.needs_a_look
+                        .push((result.id.clone(), result.verdict.name()));
                 }
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
@@ -238,6 +316,12 @@ impl Reporter for HumanReporter {
                     bar.finish_and_clear();
                 }
                 let interrupted = matches!(event, RunEvent::RunInterrupted { .. });
+                if let Some((host, seed)) = self.run.clone() {
+                    let ids = std::mem::take(&mut self.needs_a_look);
+                    for l in render_rerun_list(&host, seed, &ids) {
+                        self.line(&l)?;
+                    }
+                }
                 self.line(&render_summary(summary, interrupted))?;
                 self.out.flush()?;
             }

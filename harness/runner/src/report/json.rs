@@ -37,6 +37,6 @@ impl Reporter for JsonReporter {
             "scenarios": self.collector.sorted(),
         });
         let text = serde_json::to_string_pretty(&report).map_err(io::Error::other)?;
-        std::fs::write(&self.file, text + "\n")
+        super::write_atomically(&self.file, (text + "\n").as_bytes())
     }
 }

@@ -75,6 +75,12 @@ impl Reporter for JunitReporter {
                     s.set_description(stderr_tail.clone());
                     s
                 }
+                Verdict::HarnessError { message } => {
+                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                    s.set_message(format!("the harness failed, not the host: {message}"));
+                    s.set_type("harness-error");
+                    s
+                }
                 Verdict::KnownFailure { security, .. } => {
                     let mut s = TestCaseStatus::skipped();
                     s.set_message(result.verdict.known_failure_text().unwrap_or_default());
@@ -135,6 +141,6 @@ impl Reporter for JunitReporter {
         }
         report.add_test_suites(suites);
         let xml = report.to_string().map_err(io::Error::other)?;
-        std::fs::write(&self.file, xml)
+        super::write_atomically(&self.file, xml.as_bytes())
     }
 }

@@ -46,7 +46,7 @@ impl Reporter for MarkdownReporter {
         }
         let _ = writeln!(
             out,
-            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported | unverified (known) |\n|---|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} ({}) |\n",
+            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported | unverified (known) | harness errors |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} ({}) | {} |\n",
             s.pass,
             s.fail,
             s.error,
@@ -57,7 +57,8 @@ impl Reporter for MarkdownReporter {
             s.known_security_violations,
             s.known_unsupported,
             s.unverified,
-            s.known_unverified
+            s.known_unverified,
+            s.harness_error
         );
         // Per area: where a host really runs the catalogue, and where not.
         let _ = writeln!(
@@ -95,6 +96,9 @@ impl Reporter for MarkdownReporter {
                     .collect::<Vec<_>>()
                     .join("<br>"),
                 Verdict::Error { message, .. } => message.clone(),
+                Verdict::HarnessError { message } => {
+                    format!("the harness failed, not the host: {message}")
+                }
                 Verdict::Stale { reason } => reason.clone(),
                 Verdict::KnownFailure { security: true, .. } => {
                     format!("**{}**", r.verdict.known_failure_text().unwrap_or_default())
@@ -121,6 +125,6 @@ impl Reporter for MarkdownReporter {
                 cell(&detail)
             );
         }
-        std::fs::write(&self.file, out)
+        super::write_atomically(&self.file, out.as_bytes())
     }
 }

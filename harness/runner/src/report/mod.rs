@@ -13,6 +13,7 @@ pub mod human;
 pub mod json;
 pub mod junit;
 pub mod markdown;
+pub mod matrix;
 
 /// Something that renders run events.
 pub trait Reporter: Send {
@@ -61,7 +62,18 @@ pub async fn drain(
     mut reporters: Vec<Box<dyn Reporter>>,
 ) -> io::Result<()> {
     let mut first_error = None;
-    while let Some(event) = events.recv().await {
+    // Lets a partial report that is due be written while every scenario
+    // still runs (a host that hangs sends no event for a long time).
+    let mut ticks = tokio::time::interval(PARTIAL_EVERY / 4);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => event,
+                None => break,
+            },
+            _ = ticks.tick() => RunEvent::Tick,
+        };
         for r in reporters.iter_mut() {
             if let Err(e) = r.event(&event)
                 && first_error.is_none()
@@ -73,11 +85,20 @@ pub async fn drain(
     first_error.map_or(Ok(()), Err)
 }
 
+/// How often a file report is rewritten while the run goes on. Each
+/// rewrite is a partial report marked interrupted, so a harness killed
+/// outright (SIGKILL, a lost machine) still leaves what it had finished.
+const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Collects finished results until the run ends, then calls `write`.
 pub(crate) struct Collector {
     pub results: Vec<crate::verdict::ScenarioResult>,
     pub host: String,
     pub seed: u64,
+    total: usize,
+    last_written: Option<std::time::Instant>,
+    /// A result arrived since the last partial report.
+    dirty: bool,
 }
 
 impl Collector {
@@ -86,25 +107,54 @@ impl Collector {
             results: Vec::new(),
             host: String::new(),
             seed: 0,
+            total: 0,
+            last_written: None,
+            dirty: false,
         }
     }
 
-    /// Returns `Some((summary, interrupted))` when the run ended.
+    /// Returns `Some((summary, interrupted))` when the run ended, and also
+    /// while it runs, at most every [`PARTIAL_EVERY`] after a scenario
+    /// finished: a partial report, marked interrupted until the final one.
     pub fn absorb(&mut self, event: &RunEvent) -> Option<(crate::verdict::Summary, bool)> {
         match event {
-            RunEvent::RunStarted { host, seed, .. } => {
+            RunEvent::RunStarted {
+                host, seed, total, ..
+            } => {
                 self.host = host.clone();
                 self.seed = *seed;
-                None
+                self.total = *total;
+                // At once: from here on a killed run leaves a readable report.
+                self.dirty = true;
+                self.last_written = None;
+                self.partial_if_due()
             }
             RunEvent::ScenarioFinished(result) => {
                 self.results.push((**result).clone());
-                None
+                self.dirty = true;
+                self.partial_if_due()
             }
+            RunEvent::Tick => self.partial_if_due(),
             RunEvent::RunFinished { summary } => Some((summary.clone(), false)),
             RunEvent::RunInterrupted { summary } => Some((summary.clone(), true)),
             _ => None,
         }
+    }
+
+    /// A partial report (marked interrupted) when results arrived since the
+    /// last one and the last one is at least [`PARTIAL_EVERY`] old.
+    fn partial_if_due(&mut self) -> Option<(crate::verdict::Summary, bool)> {
+        let due = self
+            .last_written
+            .is_none_or(|t| t.elapsed() >= PARTIAL_EVERY);
+        if !(self.dirty && due) {
+            return None;
+        }
+        self.dirty = false;
+        self.last_written = Some(std::time::Instant::now());
+        let mut summary = crate::verdict::Summary::from_results(&self.results);
+        summary.not_run = self.total.saturating_sub(self.results.len());
+        Some((summary, true))
     }
 
     /// Results sorted by id, so report files do not depend on `--jobs` timing.
@@ -113,6 +163,16 @@ impl Collector {
         r.sort_by(|a, b| a.id.cmp(&b.id));
         r
     }
+}
+
+/// Writes a report file whole or not at all (a temporary file renamed over
+/// it), so a harness killed while writing never leaves half a report.
+pub(crate) fn write_atomically(file: &std::path::Path, contents: &[u8]) -> io::Result<()> {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let temporary = file.with_file_name(name);
+    std::fs::write(&temporary, contents)?;
+    std::fs::rename(&temporary, file)
 }
 
 /// One line per failure, shared by the human, JUnit and Markdown reporters.
@@ -126,4 +186,22 @@ pub fn failure_line(f: &crate::verdict::Failure) -> String {
         f.expected,
         f.observed
     )
+}
+
+/// The command that reruns one scenario against the host a run named, with
+/// its seed: what a maintainer copies from a failure. The embedded reference
+/// host needs no `--host`.
+pub fn rerun_command(host: &str, id: &str, seed: Option<u64>) -> String {
+    let mut words = vec!["delegation-harness".to_string(), "run".to_string()];
+    if !host.ends_with("(in-process)") {
+        words.push("--host".into());
+        words.push(host.to_string());
+    }
+    words.push("--filter".into());
+    words.push(id.to_string());
+    if let Some(seed) = seed {
+        words.push("--seed".into());
+        words.push(seed.to_string());
+    }
+    shell_words::join(words)
 }

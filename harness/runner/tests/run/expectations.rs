@@ -285,3 +285,76 @@ fn the_file_refuses_remapping_a_harness_name_unknown_targets_and_empty_reasons()
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_known_failure_that_lists_its_checks_is_known_only_while_it_fails_at_them() {
+    // What the host fails at, unlisted: the checks to write into `failed`.
+    let dir = fixture_catalogue();
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::AdmitsEverything),
+        RunOptions::default(),
+        vec![],
+        None,
+    )
+    .await;
+    let failing: Vec<String> = out.report.results[0]
+        .failures
+        .iter()
+        .map(|f| f.at.clone())
+        .collect();
+    assert!(!failing.is_empty());
+
+    // The same checks listed: the known failure.
+    let listed = json!({"known": [{"scenario": "zc/001-*", "expect": "fail", "reason": "admits above the ceiling",
+                                   "failed": failing}]});
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::AdmitsEverything),
+        options(&listed.to_string()),
+        vec![],
+        None,
+    )
+    .await;
+    assert!(matches!(
+        verdict_of(&out.report, FIXTURE),
+        Verdict::KnownFailure { .. }
+    ));
+    assert!(!out.report.summary.failed());
+
+    // Other checks listed: the failure changed, so it is a failure again, saying how.
+    let other = json!({"known": [{"scenario": "zc/001-*", "expect": "fail", "reason": "admits above the ceiling",
+                                  "failed": ["steps[9].expect.outcome"]}]});
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::AdmitsEverything),
+        options(&other.to_string()),
+        vec![],
+        None,
+    )
+    .await;
+    assert!(matches!(verdict_of(&out.report, FIXTURE), Verdict::Fail));
+    assert!(out.report.summary.failed());
+    let change = out.report.results[0]
+        .failures
+        .iter()
+        .find(|f| f.at == "expectations.failed")
+        .expect("the change is a failure of its own");
+    assert!(
+        change.message.contains("fails differently")
+            && change.message.contains("steps[9].expect.outcome"),
+        "{}",
+        change.message
+    );
+}
+
+#[test]
+fn failed_is_refused_on_an_entry_that_does_not_expect_fail() {
+    let e = Expectations::parse(
+        r#"{"known": [{"scenario": "x", "expect": "unsupported", "reason": "r", "failed": ["ZC1"]}]}"#,
+        Path::new("host.json"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("known[0].failed"), "{e}");
+}

@@ -618,7 +618,7 @@ fn the_human_reporter_writes_plain_lines_when_not_a_terminal() {
         .unwrap();
     let text = std::fs::read_to_string(buffer.path()).unwrap();
     assert!(
-        text.starts_with("delegation-harness: 0 scenarios against h (seed 7, 1 jobs)\n"),
+        text.starts_with("delegation-harness: 0 scenarios against h (seed 7, 1 job)\n"),
         "{text}"
     );
     assert!(text.contains("PASSED: 0 scenarios"), "{text}");
@@ -663,4 +663,47 @@ async fn transcripts_name_instances_by_alias_and_unaliased_ids_by_placeholder() 
         normal[0]["evidence"]["model_requests"]["<id:1>"], 1,
         "ids as map keys too"
     );
+}
+
+#[tokio::test]
+async fn a_failing_observer_is_a_harness_error_not_the_hosts() {
+    // The fixture with one observer-side step; the fake world cannot apply
+    // any, as an observer the harness failed to reach would not.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("zc")).unwrap();
+    let mut scenario: Value = serde_json::from_str(&fixture_text()).unwrap();
+    scenario["steps"].as_array_mut().unwrap().insert(
+        1,
+        serde_json::json!({"tool_server": {"remove": "notes.read"}}),
+    );
+    std::fs::write(
+        dir.path().join(format!("{FIXTURE}.json")),
+        scenario.to_string(),
+    )
+    .unwrap();
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::Correct),
+        RunOptions::default(),
+        vec![],
+        None,
+    )
+    .await;
+    match verdict_of(&out.report, FIXTURE) {
+        Verdict::HarnessError { message } => {
+            assert!(
+                message.contains("the harness's own observer failed"),
+                "{message}"
+            )
+        }
+        other => panic!("expected a harness error, got {other:?}"),
+    }
+    assert_eq!(out.report.summary.harness_error, 1);
+    assert_eq!(out.report.summary.error + out.report.summary.fail, 0);
+    assert!(
+        !out.report.summary.failed(),
+        "a harness error is no violation"
+    );
+    // Positive control: `a_correct_host_passes_with_events_for_every_step`,
+    // the same host on the fixture without the observer step.
 }

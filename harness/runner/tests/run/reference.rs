@@ -472,3 +472,143 @@ async fn a_receipt_tamper_that_cannot_apply_fails_at_its_step_saying_why() {
         assert_eq!(r.steps_run, step, "the steps before the tamper ran");
     }
 }
+
+/// Relays between the harness and the reference host, and on every
+/// `capability/issue` carrying a harness-chosen secret (a canary) leaks it
+/// as MODE says: `none` (the control), `stderr`, or `log` (a `log`
+/// notification). Each leaked secret is also appended to LEAKED, so the
+/// test knows what to look for.
+const LEAKING_RELAY: &str = r#"
+import json, subprocess, sys, threading
+mode, binary, leaked = sys.argv[1:4]
+host = subprocess.Popen([binary], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+out = threading.Lock()
+def write(line):
+    with out:
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+def relay():
+    for line in host.stdout:
+        write(line)
+threading.Thread(target=relay, daemon=True).start()
+for line in sys.stdin.buffer:
+    request = json.loads(line)
+    secret = (request.get("params") or {}).get("secret")
+    if request["method"] == "capability/issue" and secret:
+        with open(leaked, "a") as f:
+            f.write(secret + "\n")
+        if mode == "stderr":
+            sys.stderr.write("issuing a capability, secret %s\n" % secret)
+            sys.stderr.flush()
+        elif mode == "log":
+            note = {"jsonrpc": "2.0", "method": "log",
+                    "params": {"level": "debug", "message": "secret=%s" % secret}}
+            write((json.dumps(note) + "\n").encode())
+    host.stdin.write(line)
+    host.stdin.flush()
+host.stdin.close()
+host.wait()
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_in_the_hosts_stderr_or_log_fails_tc4_and_no_report_shows_it() {
+    const CANARY_SCENARIO: &str = "tc/007-canary-secret-never-in-replies-or-records";
+    const ITS_CONTROL: &str = "tc/001-capability-call-with-its-binding-runs-once";
+    let scenarios = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let catalogue = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(catalogue.path().join("tc")).unwrap();
+    for id in [CANARY_SCENARIO, ITS_CONTROL] {
+        std::fs::copy(
+            scenarios.join(format!("{id}.json")),
+            catalogue.path().join(format!("{id}.json")),
+        )
+        .unwrap();
+    }
+    let binary = reference_binary();
+    for mode in ["none", "stderr", "log"] {
+        let work = tempfile::tempdir().unwrap();
+        let relay = work.path().join("relay.py");
+        std::fs::write(&relay, LEAKING_RELAY).unwrap();
+        let leaked = work.path().join("leaked");
+        let command = format!(
+            "python3 {} {mode} {} {}",
+            relay.display(),
+            binary.display(),
+            leaked.display()
+        );
+        let launcher = ProcessLauncher::new(&command, ProcessOptions::default()).unwrap();
+        let files: Vec<(report::Format, PathBuf)> = [
+            (report::Format::Human, "report.txt"),
+            (report::Format::Json, "report.json"),
+            (report::Format::Junit, "report.xml"),
+            (report::Format::Markdown, "report.md"),
+        ]
+        .into_iter()
+        .map(|(format, name)| (format, work.path().join(name)))
+        .collect();
+        let reporters = files
+            .iter()
+            .map(|(format, file)| report::file_reporter(*format, file.clone()))
+            .collect();
+        let report = run_reporting(catalogue.path(), Arc::new(launcher), reporters).await;
+
+        // The relay really had the canary to leak: the search had something to find.
+        let canaries: Vec<String> = std::fs::read_to_string(&leaked)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(!canaries.is_empty(), "{mode}: no canary was planted");
+        assert_pass(result(&report, ITS_CONTROL));
+        let canary_run = result(&report, CANARY_SCENARIO);
+        if mode == "none" {
+            assert_pass(canary_run);
+        } else {
+            assert_eq!(canary_run.verdict, Verdict::Fail, "{mode}: {canary_run:#?}");
+            let tc4: Vec<&str> = canary_run
+                .failures
+                .iter()
+                .filter(|f| f.invariants == [delegation_model::InvariantId::TC4])
+                .map(|f| f.message.as_str())
+                .collect();
+            assert!(
+                tc4.iter().any(|m| m.contains("appears in the host's log")),
+                "{mode}: {tc4:?}"
+            );
+        }
+        for (_, file) in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            for canary in &canaries {
+                assert!(
+                    !text.contains(canary.as_str()),
+                    "{mode}: {} shows the canary {canary}",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
+async fn run_reporting(
+    dir: &Path,
+    launcher: Arc<dyn HostLauncher>,
+    reporters: Vec<Box<dyn report::Reporter>>,
+) -> RunReport {
+    let catalogue = Catalogue::load(dir).unwrap_or_else(|e| panic!("{e}"));
+    let selected = catalogue.select(&Filter::default());
+    let scenarios: Vec<Scenario> = order(&selected, 0).into_iter().cloned().collect();
+    let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+    let drained = tokio::spawn(report::drain(rx, reporters));
+    let (_keep, interrupt) = tokio::sync::watch::channel(false);
+    let report = run(
+        scenarios,
+        launcher,
+        Arc::new(ObserverWorlds),
+        RunOptions::default(),
+        events,
+        interrupt,
+    )
+    .await;
+    drained.await.unwrap().unwrap();
+    report
+}

@@ -1,0 +1,420 @@
+//! The library entry point: run the scenario catalogue against a host from Rust, as one call or as one named `cargo test` per scenario (libtest-mimic, feature `libtest`).
+//!
+//! A Rust host (codex is one) keeps a `tests/conformance.rs` of a few lines
+//! (see `examples/rust-host-conformance`): the builder loads the catalogue,
+//! selects, orders, starts the host per scenario and reports, as
+//! `delegation-harness run` does, and [`Outcome::exit_code`] is the CLI's
+//! exit code.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use delegation_host::{HostLauncher, ProcessLauncher, ReferenceLauncher};
+use delegation_model::InvariantId;
+use delegation_protocol::exit_code;
+
+use crate::catalogue::{Catalogue, Filter, order};
+use crate::execute::ExecOptions;
+use crate::expectations::Expectations;
+use crate::observers::ObserverWorlds;
+use crate::report::{self, Format, Reporter};
+use crate::run::{RunOptions, RunReport};
+
+/// Why a run could not start: the message names the file, flag or command to fix.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConformanceError(String);
+
+impl ConformanceError {
+    fn new(context: &str, error: impl std::fmt::Display) -> ConformanceError {
+        ConformanceError(format!("{context}: {error}"))
+    }
+}
+
+enum HostSpec {
+    Reference,
+    Command(String),
+    Launcher(Arc<dyn HostLauncher>),
+}
+
+/// A run of the catalogue against one host, configured step by step.
+pub struct Conformance {
+    host: HostSpec,
+    catalogue: Option<PathBuf>,
+    filters: Vec<String>,
+    invariants: Vec<InvariantId>,
+    expectations: Option<PathBuf>,
+    jobs: usize,
+    seed: u64,
+    step_deadline: Duration,
+    reports: Vec<(Format, PathBuf)>,
+    reporters: Vec<Box<dyn Reporter>>,
+}
+
+impl Conformance {
+    fn with(host: HostSpec) -> Conformance {
+        Conformance {
+            host,
+            catalogue: None,
+            filters: Vec::new(),
+            invariants: Vec::new(),
+            expectations: None,
+            jobs: 2,
+            seed: 1,
+            step_deadline: ExecOptions::default().step_deadline,
+            reports: Vec::new(),
+            reporters: Vec::new(),
+        }
+    }
+
+    /// The embedded reference host (in-process): passes everything.
+    pub fn reference_host() -> Conformance {
+        Conformance::with(HostSpec::Reference)
+    }
+
+    /// A host adapter speaking host protocol v1 on stdio, as a command line
+    /// (split like a POSIX shell, no shell run), e.g. the path of a test binary.
+    pub fn command(command_line: impl Into<String>) -> Conformance {
+        Conformance::with(HostSpec::Command(command_line.into()))
+    }
+
+    /// Any [`HostLauncher`], e.g. an in-process host of your own.
+    pub fn launcher(launcher: Arc<dyn HostLauncher>) -> Conformance {
+        Conformance::with(HostSpec::Launcher(launcher))
+    }
+
+    /// The scenario catalogue (a `scenarios/` folder). Required.
+    pub fn catalogue(mut self, dir: impl Into<PathBuf>) -> Conformance {
+        self.catalogue = Some(dir.into());
+        self
+    }
+
+    /// Only scenarios whose id contains this text or matches this glob; repeatable.
+    pub fn filter(mut self, pattern: impl Into<String>) -> Conformance {
+        self.filters.push(pattern.into());
+        self
+    }
+
+    /// Only scenarios that check this invariant; repeatable.
+    pub fn invariant(mut self, id: InvariantId) -> Conformance {
+        self.invariants.push(id);
+        self
+    }
+
+    /// Your expectations file: known failures, each with its reason.
+    pub fn expectations(mut self, file: impl Into<PathBuf>) -> Conformance {
+        self.expectations = Some(file.into());
+        self
+    }
+
+    /// Scenarios at the same time, each with its own host, store and observers (at least 1).
+    pub fn jobs(mut self, jobs: usize) -> Conformance {
+        self.jobs = jobs.max(1);
+        self
+    }
+
+    /// The run order's seed (default 1, so a run repeats).
+    pub fn seed(mut self, seed: u64) -> Conformance {
+        self.seed = seed;
+        self
+    }
+
+    /// Per-step deadline for the host.
+    pub fn step_deadline(mut self, deadline: Duration) -> Conformance {
+        self.step_deadline = deadline;
+        self
+    }
+
+    /// Also write a report file (`Format::Json`, `Junit`, `Markdown`, `Human`).
+    pub fn report(mut self, format: Format, file: impl Into<PathBuf>) -> Conformance {
+        self.reports.push((format, file.into()));
+        self
+    }
+
+    /// Also feed the run's events to this reporter (e.g. the human one on stdout).
+    pub fn reporter(mut self, reporter: Box<dyn Reporter>) -> Conformance {
+        self.reporters.push(reporter);
+        self
+    }
+
+    /// Loads and selects; fails on a bad catalogue, filter or expectations file.
+    fn prepare(
+        &self,
+    ) -> Result<(Vec<crate::Scenario>, Arc<dyn HostLauncher>, Expectations), ConformanceError> {
+        let root = self.catalogue.as_deref().ok_or_else(|| {
+            ConformanceError("no catalogue: call .catalogue(\"path/to/scenarios\")".into())
+        })?;
+        let catalogue = Catalogue::load(root).map_err(|e| ConformanceError(e.to_string()))?;
+        let filter = Filter::new(&self.filters, &self.invariants)
+            .map_err(|e| ConformanceError(e.to_string()))?;
+        let selected = catalogue.select(&filter);
+        if selected.is_empty() {
+            return Err(ConformanceError(format!(
+                "no scenario in {} matches the filters ({} in the catalogue)",
+                root.display(),
+                catalogue.scenarios.len()
+            )));
+        }
+        let scenarios = order(&selected, self.seed).into_iter().cloned().collect();
+        let expectations = match &self.expectations {
+            Some(file) => Expectations::load(file).map_err(|e| ConformanceError(e.to_string()))?,
+            None => Expectations::default(),
+        };
+        let launcher: Arc<dyn HostLauncher> = match &self.host {
+            HostSpec::Reference => Arc::new(ReferenceLauncher::default()),
+            HostSpec::Launcher(l) => l.clone(),
+            HostSpec::Command(command) => {
+                // The host's own deny-reason names, mapped by its expectations
+                // file, are translated before its results are decoded.
+                let map = expectations.clone();
+                let translate = delegation_host::process::ResultTranslator(Arc::new(move |raw| {
+                    map.translate_reply(raw)
+                        .map_err(|unmapped| unmapped.to_string())
+                }));
+                let options = delegation_host::process::ProcessOptions {
+                    request_timeout: self.step_deadline,
+                    translate_result: Some(translate),
+                    ..Default::default()
+                };
+                Arc::new(
+                    ProcessLauncher::new(command, options)
+                        .map_err(|e| ConformanceError::new(&format!("host `{command}`"), e))?,
+                )
+            }
+        };
+        Ok((scenarios, launcher, expectations))
+    }
+
+    /// Runs the selection and writes the reports.
+    pub async fn run(mut self) -> Result<Outcome, ConformanceError> {
+        let (scenarios, launcher, expectations) = self.prepare()?;
+        let options = RunOptions {
+            jobs: self.jobs,
+            seed: self.seed,
+            exec: ExecOptions {
+                step_deadline: self.step_deadline,
+            },
+            expectations,
+        };
+        let mut reporters = std::mem::take(&mut self.reporters);
+        for (format, file) in &self.reports {
+            reporters.push(report::file_reporter(*format, file.clone()));
+        }
+        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
+        let reporting = tokio::spawn(report::drain(rx, reporters));
+        let (_keep, interrupt) = tokio::sync::watch::channel(false);
+        let report = crate::run(
+            scenarios,
+            launcher,
+            Arc::new(ObserverWorlds),
+            options,
+            events,
+            interrupt,
+        )
+        .await;
+        reporting
+            .await
+            .map_err(|e| ConformanceError::new("a reporter panicked", e))?
+            .map_err(|e| ConformanceError::new("cannot write a report", e))?;
+        Ok(Outcome { report })
+    }
+
+    /// [`Conformance::run`] on a runtime of its own, for code that is not async.
+    pub fn run_blocking(self) -> Result<Outcome, ConformanceError> {
+        tokio::runtime::Runtime::new()
+            .map_err(|e| ConformanceError::new("cannot start the async runtime", e))?
+            .block_on(self.run())
+    }
+
+    /// A `cargo test` harness (`[[test]] harness = false`): runs the selection
+    /// once, then reports each scenario as a named test: a pass passes, a
+    /// failure, error, stale expectation, inconclusive or unverified result
+    /// fails with its evidence, an unsupported or known result is ignored
+    /// (with its reason in the test name's listing). libtest's own filter
+    /// (`cargo test --test conformance -- zc/`) selects scenarios before
+    /// anything runs.
+    #[cfg(feature = "libtest")]
+    pub fn libtest_main(mut self) -> std::process::ExitCode {
+        let args = libtest_mimic::Arguments::from_args();
+        if let Some(filter) = &args.filter {
+            self.filters.push(filter.clone());
+        }
+        let outcome = match self.run_blocking() {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                eprintln!("conformance: {e}");
+                return std::process::ExitCode::from(exit_code::HARNESS_ERROR as u8);
+            }
+        };
+        let s = &outcome.report.summary;
+        let nothing_ran = s.ran == 0 && s.total > 0;
+        let mut trials: Vec<libtest_mimic::Trial> =
+            outcome.report.results.iter().map(trial).collect();
+        if nothing_ran {
+            trials.push(libtest_mimic::Trial::test("nothing ran", || {
+                Err("every selected scenario is unsupported by this host: declare the capabilities it really has".into())
+            }));
+        }
+        // The run already applied the filter; libtest must not drop the results again.
+        let args = libtest_mimic::Arguments {
+            filter: None,
+            ..args
+        };
+        libtest_mimic::run(&args, trials).exit_code()
+    }
+}
+
+/// What one scenario's result is as a test: pass, ignored (unsupported or
+/// listed in the expectations file), or failed with its evidence.
+#[derive(Debug, PartialEq, Eq)]
+pub enum TestOutcome {
+    Passed,
+    Ignored,
+    Failed(String),
+}
+
+/// A failure, error, stale expectation, inconclusive or unverified result
+/// fails: none of them is a pass, and the run's exit code says the same.
+pub fn test_outcome(result: &crate::ScenarioResult) -> TestOutcome {
+    use crate::Verdict;
+    match &result.verdict {
+        Verdict::Pass => TestOutcome::Passed,
+        Verdict::Unsupported { .. } | Verdict::KnownFailure { .. } => TestOutcome::Ignored,
+        other => {
+            let mut text = format!("{}: {}", result.id, other.name());
+            for failure in &result.failures {
+                text.push_str("\n  ");
+                text.push_str(&report::failure_line(failure));
+            }
+            TestOutcome::Failed(text)
+        }
+    }
+}
+
+#[cfg(feature = "libtest")]
+fn trial(result: &crate::ScenarioResult) -> libtest_mimic::Trial {
+    let kind = format!("{} {}", result.tier, result.area);
+    let outcome = test_outcome(result);
+    let ignored = outcome == TestOutcome::Ignored;
+    libtest_mimic::Trial::test(result.id.clone(), move || match outcome {
+        TestOutcome::Failed(text) => Err(text.into()),
+        TestOutcome::Passed | TestOutcome::Ignored => Ok(()),
+    })
+    .with_kind(kind)
+    .with_ignored_flag(ignored)
+}
+
+/// A finished run.
+pub struct Outcome {
+    pub report: RunReport,
+}
+
+impl Outcome {
+    /// The exit code `delegation-harness run` gives the same results ([`exit_code_for`]).
+    pub fn exit_code(&self) -> i32 {
+        exit_code_for(&self.report, 0)
+    }
+}
+
+/// The exit code of a run, the one definition the CLI and the library
+/// share: 2 when nothing ran (every selected scenario unsupported), when the
+/// host could not be reached, or when the run was interrupted or the harness
+/// itself failed without a violation; 1 on violations (failures, errors,
+/// stale expectations, changed snapshots); 3 when only inconclusive or
+/// unverified results are left; else 0.
+pub fn exit_code_for(report: &RunReport, snapshot_mismatches: usize) -> i32 {
+    let s = &report.summary;
+    if s.ran == 0 && s.total > 0 && !report.interrupted && !report.host_unreachable {
+        return exit_code::HARNESS_ERROR;
+    }
+    let violations = s.fail + s.error + s.stale + snapshot_mismatches;
+    let host_violations = s.fail + s.stale + snapshot_mismatches;
+    if report.host_unreachable && host_violations == 0 {
+        // A host that cannot be started says nothing about itself.
+        exit_code::HARNESS_ERROR
+    } else if (report.interrupted || s.harness_error > 0) && violations == 0 {
+        exit_code::HARNESS_ERROR
+    } else {
+        // An unverified check could not tell, like an inconclusive negative.
+        exit_code::for_run(false, violations, s.inconclusive + s.unverified)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn catalogue() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+    }
+
+    #[test]
+    fn the_reference_host_passes_a_selection_through_the_builder() {
+        let outcome = Conformance::reference_host()
+            .catalogue(catalogue())
+            .filter("zc/00*")
+            .run_blocking()
+            .unwrap();
+        assert!(
+            outcome.report.summary.ran >= 5,
+            "{:?}",
+            outcome.report.summary
+        );
+        assert_eq!(outcome.exit_code(), exit_code::SUCCESS);
+    }
+
+    #[test]
+    fn a_broken_host_exits_with_violations_and_its_failures_are_failed_tests() {
+        let mutant = ReferenceLauncher {
+            defect: Some(delegation_model::defects::Defect::FollowupAfterClose),
+        };
+        let outcome = Conformance::launcher(Arc::new(mutant))
+            .catalogue(catalogue())
+            .filter("tr/002-*")
+            .filter("tr/001-*")
+            .run_blocking()
+            .unwrap();
+        assert_eq!(outcome.exit_code(), exit_code::VIOLATIONS);
+        let tests: Vec<(String, TestOutcome)> = outcome
+            .report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), test_outcome(r)))
+            .collect();
+        let failed = tests
+            .iter()
+            .find(|(id, _)| id.starts_with("tr/002-"))
+            .map(|(_, t)| t);
+        assert!(
+            matches!(failed, Some(TestOutcome::Failed(text)) if text.contains("steps[")),
+            "{tests:?}"
+        );
+        let control = tests.iter().find(|(id, _)| id.starts_with("tr/001-"));
+        assert_eq!(control.map(|(_, t)| t), Some(&TestOutcome::Passed));
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        let e = Conformance::reference_host().run_blocking().err().unwrap();
+        assert!(e.to_string().contains(".catalogue("), "{e}");
+        let e = Conformance::reference_host()
+            .catalogue(catalogue())
+            .filter("no-such-scenario")
+            .run_blocking()
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("no scenario in"), "{e}");
+        let e = Conformance::reference_host()
+            .catalogue(catalogue())
+            .expectations("/nonexistent/expectations.json")
+            .run_blocking()
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("/nonexistent/expectations.json"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! The harness's own file descriptors, watched while scenarios run, so that a
+//! run starved of them is reported as the harness's failure, never the host's.
+//!
+//! Every scenario holds a host process and three observers listening on
+//! loopback. When the process runs out of descriptors an observer can no
+//! longer accept the host's connection: a tool call the host really made is
+//! then counted as none (`handler_calls expected 1, observed 0`), and a check
+//! that nothing happened passes on nothing. So a scenario that ran while
+//! descriptors were short gets no verdict about the host at all.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often the watcher counts open descriptors. An accept that fails in
+/// between is caught by the probe at the end of each scenario instead.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
+/// Fewer free descriptors than this is a shortage: an accept, a pipe or a
+/// connection of the harness's own may fail at any moment.
+const MIN_FREE: u64 = 16;
+
+/// Counts shortages seen by the watcher; a scenario compares it before and after.
+#[derive(Debug, Default)]
+pub struct DescriptorWatch {
+    shortages: AtomicU64,
+    /// The worst moment seen: (open, limit).
+    worst: Mutex<Option<(u64, u64)>>,
+}
+
+/// A position of the watch, taken when a scenario starts.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchMark(u64);
+
+impl DescriptorWatch {
+    /// Starts sampling on the current runtime until the returned handle is dropped.
+    pub fn start() -> (Arc<DescriptorWatch>, WatchTask) {
+        let watch = Arc::new(DescriptorWatch::default());
+        let task = tokio::spawn({
+            let watch = Arc::clone(&watch);
+            async move {
+                loop {
+                    watch.sample();
+                    tokio::time::sleep(SAMPLE_EVERY).await;
+                }
+            }
+        });
+        (watch, WatchTask(task))
+    }
+
+    pub fn mark(&self) -> WatchMark {
+        WatchMark(self.shortages.load(Ordering::SeqCst))
+    }
+
+    /// Counts open descriptors once; records a shortage below [`MIN_FREE`],
+    /// or when not even `/proc/self/fd` can be opened to count them.
+    pub fn sample(&self) {
+        match descriptors() {
+            Some((open, limit)) if limit.saturating_sub(open) < MIN_FREE => {
+                self.record(open, limit)
+            }
+            Some(_) => {}
+            None => {
+                if let Err(e) = std::fs::read_dir("/proc/self/fd")
+                    && delegation_host::is_resource_exhaustion(&e)
+                {
+                    self.record(0, soft_limit().unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// Whether the harness was short of descriptors since `mark`, and then
+    /// how: `None` when it was not. Also opens one descriptor, so that a
+    /// shortage between two samples is not missed when it lasts.
+    pub fn shortage_since(&self, mark: WatchMark) -> Option<String> {
+        self.sample();
+        if let Err(e) = std::fs::File::open("/dev/null")
+            && delegation_host::is_resource_exhaustion(&e)
+        {
+            let (open, limit) = descriptors().unwrap_or((0, soft_limit().unwrap_or(0)));
+            self.record(open, limit);
+        }
+        if self.shortages.load(Ordering::SeqCst) == mark.0 {
+            return None;
+        }
+        let worst = *self.worst.lock().unwrap_or_else(|p| p.into_inner());
+        let how = match worst {
+            Some((open, limit)) if open > 0 => format!("{open} open of a limit of {limit}"),
+            Some((_, limit)) => format!("not one more could be opened, limit {limit}"),
+            None => "limit unknown".into(),
+        };
+        Some(format!(
+            "the harness ran short of file descriptors while this scenario ran \
+             ({how}); its observers may have missed what the host did, so \
+             nothing is concluded about the host. Raise the limit (`ulimit -n`) \
+             or lower --jobs"
+        ))
+    }
+
+    fn record(&self, open: u64, limit: u64) {
+        self.shortages.fetch_add(1, Ordering::SeqCst);
+        let mut worst = self.worst.lock().unwrap_or_else(|p| p.into_inner());
+        if worst.is_none_or(|(o, _)| open > o) {
+            *worst = Some((open, limit));
+        }
+    }
+}
+
+/// Stops the watcher when dropped.
+#[derive(Debug)]
+pub struct WatchTask(tokio::task::JoinHandle<()>);
+
+impl Drop for WatchTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// (open descriptors, soft limit) of this process, where the platform tells.
+pub fn descriptors() -> Option<(u64, u64)> {
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count() as u64;
+    Some((open, soft_limit()?))
+}
+
+fn soft_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    Some(limit.rlim_cur as u64)
+}
+
+/// Raises this process's soft descriptor limit to its hard limit, as test
+/// runners do: every job costs descriptors, and the soft default (1024 on
+/// many systems) is an accident of history, not a choice of the user's.
+/// Adapters are started with the limit the harness was given (see
+/// [`delegation_host::process::raise_descriptor_limit`]).
+pub fn raise_descriptor_limit() -> Option<u64> {
+    delegation_host::process::raise_descriptor_limit()
+}
