@@ -23,7 +23,7 @@ pub struct ShippedHost {
     pub pinned: &'static str,
 }
 
-pub const SHIPPED_HOSTS: [ShippedHost; 2] = [
+pub const SHIPPED_HOSTS: [ShippedHost; 3] = [
     ShippedHost {
         name: "opencode",
         interpreter: "node",
@@ -35,6 +35,12 @@ pub const SHIPPED_HOSTS: [ShippedHost; 2] = [
         interpreter: "python3",
         script: "adapter.py",
         pinned: "@openai/codex@0.171.0",
+    },
+    ShippedHost {
+        name: "claude-code",
+        interpreter: "node",
+        script: "adapter.mjs",
+        pinned: "@anthropic-ai/claude-code@2.1.332",
     },
 ];
 
@@ -145,6 +151,9 @@ mod tests {
         assert!(opencode.command.starts_with("node "));
         assert!(opencode.command.ends_with("opencode/adapter.mjs"));
         assert_eq!(opencode.expectations, None);
+        let claude = resolve("claude-code", Some(&adapters)).unwrap();
+        assert!(claude.command.starts_with("node "));
+        assert!(claude.command.ends_with("claude-code/adapter.mjs"));
     }
 
     #[test]

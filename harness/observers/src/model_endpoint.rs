@@ -97,6 +97,31 @@
 //! scenario that needs a tool its host lacks is `unsupported`, never a pass
 //! on a message nobody acted on.
 //!
+//! # Anthropic Messages (Claude Code)
+//!
+//! `POST {model_endpoint}/v1/messages` (Claude Code adds `?beta=true`), SSE
+//! when the body says `"stream": true`, one JSON message otherwise. The text
+//! matched by `input_contains` is the last `user` message: its `tool_result`
+//! blocks when it has any (also what `tool_result_contains` reads), else its
+//! text blocks without Claude Code's `<system-reminder>` blocks; `role:
+//! "system"` entries among the messages are system text, not input. A
+//! `spawn` reply is a call of Claude Code's delegation tool (`Agent`, or
+//! `Task` when only that is offered) with `{description, prompt,
+//! subagent_type: role, run_in_background: false}`, in the foreground so the
+//! parent's turn waits for its child. A `tool_call` reply goes out under the
+//! scripted name when the request offers it, else under the one offered
+//! `mcp__<server>__<tool>` whose tool part is the scripted name (as is, or
+//! with every character outside `[a-zA-Z0-9_-]` replaced by `_`); otherwise
+//! as scripted. `send_input` (and `resume` with a message) is `SendMessage
+//! {to, message, summary}` when the request offers it; any other lifecycle
+//! reply is the plain message [`NO_LIFECYCLE_TOOL_TEXT`]. Tools are digested
+//! per offered definition in Anthropic's shape (`{name, description,
+//! input_schema}`). Attribution is by what the host sends: the adapter's
+//! `x-delegation-instance` header when present, else Claude Code's own
+//! `x-claude-code-agent-id` (a subagent), else `x-claude-code-session-id`
+//! (the main thread), so an adapter whose instance ids are Claude Code's
+//! session and agent ids needs no relay.
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
@@ -108,9 +133,12 @@
 //! the rules and are counted apart: they never make a "zero model requests"
 //! check pass or fail (MODEL.md section 4, Counting).
 
+mod anthropic;
 mod chat;
 mod neutral;
 mod responses;
+
+pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -270,6 +298,7 @@ pub enum WireFormat {
     Neutral,
     ChatCompletions,
     Responses,
+    AnthropicMessages,
     /// Any other path: answered 404, still recorded.
     Unknown,
 }
@@ -493,6 +522,7 @@ impl ModelEndpoint {
             ("/neutral/turn", WireFormat::Neutral),
             ("/v1/chat/completions", WireFormat::ChatCompletions),
             ("/v1/responses", WireFormat::Responses),
+            ("/v1/messages", WireFormat::AnthropicMessages),
         ];
         for (route, format) in routes {
             Mock::given(method("POST"))
@@ -645,9 +675,10 @@ impl Respond for Responder {
             WireFormat::Neutral => neutral::parse(request, header_instance.as_deref()),
             WireFormat::ChatCompletions => chat::parse(request),
             WireFormat::Responses => responses::parse(request),
+            WireFormat::AnthropicMessages => anthropic::parse(request),
             WireFormat::Unknown => Err(format!(
                 "no model route at {} {}; this endpoint serves POST /neutral/turn, \
-                 POST /v1/chat/completions and POST /v1/responses",
+                 POST /v1/chat/completions, POST /v1/responses and POST /v1/messages",
                 request.method,
                 request.url.path()
             )),
@@ -755,6 +786,7 @@ impl Respond for Responder {
                 WireFormat::Neutral => neutral::render(&reply),
                 WireFormat::ChatCompletions => chat::render(&reply, &context),
                 WireFormat::Responses => responses::render(&reply, &context),
+                WireFormat::AnthropicMessages => anthropic::render(&reply, &context, &record.tools),
                 WireFormat::Unknown => unreachable!("unknown routes never parse"),
             };
             record.reply = Some(reply);
