@@ -197,7 +197,6 @@ fn lifecycle_table() -> String {
 
 /// One scenario as far as the guide needs it.
 struct ScenarioNeeds {
-    id: String,
     needs: Vec<String>,
     unless: Vec<String>,
     methods: BTreeSet<String>,
@@ -291,7 +290,6 @@ fn load_scenarios() -> Vec<ScenarioNeeds> {
                 }
             }
             ScenarioNeeds {
-                id: s["id"].as_str().expect("an id").into(),
                 needs: strings(&s["needs"]),
                 unless: strings(&s["unless"]),
                 methods,
