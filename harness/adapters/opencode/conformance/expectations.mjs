@@ -61,6 +61,14 @@ function reasonFor(scenario) {
   return parts.join('; ');
 }
 
+// A known failure lists the checks it fails at in this report (`failed`):
+// a later run that fails at other checks is then a failure again, not this
+// known one (README, "Expectations file").
+function failedAt(scenario, expect) {
+  if (expect !== 'fail') return {};
+  return { failed: [...new Set((scenario.failures || []).map((f) => f.at))].sort() };
+}
+
 const [reportPath, failuresPath = join(HERE, 'known-failures.json')] = process.argv.slice(2);
 if (!reportPath) {
   process.stderr.write('usage: expectations.mjs REPORT.json [known-failures.json]\n');
@@ -73,7 +81,8 @@ const previous = new Map((existsSync(join(HERE, '..', 'expectations.json')) ? JS
 const known = [];
 for (const s of [...report.scenarios].sort((a, b) => a.id.localeCompare(b.id))) {
   if (failures[s.id]) {
-    known.push({ scenario: s.id, expect: failures[s.id].expect || 'fail', reason: failures[s.id].reason });
+    const expect = failures[s.id].expect || 'fail';
+    known.push({ scenario: s.id, expect, reason: failures[s.id].reason, ...failedAt(s, expect) });
   } else if (s.raw_verdict === 'unsupported') {
     const reason = (s.missing || []).length === 0 && previous.has(s.id) ? previous.get(s.id) : reasonFor(s);
     known.push({ scenario: s.id, expect: 'unsupported', reason });
