@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
-use delegation_host::{HostLauncher, ProcessLauncher, ReferenceLauncher};
+use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::InvariantId;
 use delegation_runner::catalogue::{Catalogue, Filter, order};
 use delegation_runner::report::{self, Format, human::HumanReporter};
@@ -216,21 +216,7 @@ pub(crate) fn launcher(
 ) -> anyhow::Result<Arc<dyn HostLauncher>> {
     Ok(match host {
         None => Arc::new(ReferenceLauncher::default()),
-        Some(cmd) => {
-            // The host's own deny-reason names, mapped by its expectations file,
-            // are translated before its results are decoded.
-            let map = expectations.clone();
-            let translate = delegation_host::process::ResultTranslator(Arc::new(move |raw| {
-                map.translate_reply(raw)
-                    .map_err(|unmapped| unmapped.to_string())
-            }));
-            let options = delegation_host::process::ProcessOptions {
-                request_timeout: step_timeout,
-                translate_result: Some(translate),
-                ..Default::default()
-            };
-            Arc::new(ProcessLauncher::new(cmd, options)?)
-        }
+        Some(cmd) => delegation_runner::process_launcher(cmd, step_timeout, expectations)?,
     })
 }
 

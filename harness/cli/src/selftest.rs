@@ -435,7 +435,7 @@ fn fuzz_matrix(args: &SelftestArgs, seconds: f64) -> anyhow::Result<i32> {
                 (Some(f), _) => format!(
                     "found after {:.1} s ({} cases), shrunk {} -> {} operations{}",
                     f.after.as_secs_f64(),
-                    f.cases,
+                    row.totals.cases,
                     f.from_ops,
                     f.shrunk_ops,
                     match &f.replays {

@@ -165,22 +165,8 @@ impl Conformance {
             HostSpec::Reference => Arc::new(ReferenceLauncher::default()),
             HostSpec::Launcher(l) => l.clone(),
             HostSpec::Command(command) => {
-                // The host's own deny-reason names, mapped by its expectations
-                // file, are translated before its results are decoded.
-                let map = expectations.clone();
-                let translate = delegation_host::process::ResultTranslator(Arc::new(move |raw| {
-                    map.translate_reply(raw)
-                        .map_err(|unmapped| unmapped.to_string())
-                }));
-                let options = delegation_host::process::ProcessOptions {
-                    request_timeout: self.step_deadline,
-                    translate_result: Some(translate),
-                    ..Default::default()
-                };
-                Arc::new(
-                    ProcessLauncher::new(command, options)
-                        .map_err(|e| ConformanceError::new(&format!("host `{command}`"), e))?,
-                )
+                process_launcher(command, self.step_deadline, &expectations)
+                    .map_err(|e| ConformanceError::new(&format!("host `{command}`"), e))?
             }
         };
         Ok((scenarios, launcher, expectations))
@@ -303,6 +289,28 @@ fn trial(result: &crate::ScenarioResult) -> libtest_mimic::Trial {
     })
     .with_kind(kind)
     .with_ignored_flag(ignored)
+}
+
+/// The subprocess host for an adapter command line, as every entry point
+/// runs one: the step deadline as its request timeout, and the host's own
+/// deny-reason names translated through its expectations file before its
+/// results are decoded.
+pub fn process_launcher(
+    command: &str,
+    step_deadline: Duration,
+    expectations: &Expectations,
+) -> Result<Arc<dyn HostLauncher>, delegation_host::HostError> {
+    let map = expectations.clone();
+    let translate = delegation_host::process::ResultTranslator(Arc::new(move |raw| {
+        map.translate_reply(raw)
+            .map_err(|unmapped| unmapped.to_string())
+    }));
+    let options = delegation_host::process::ProcessOptions {
+        request_timeout: step_deadline,
+        translate_result: Some(translate),
+        ..Default::default()
+    };
+    Ok(Arc::new(ProcessLauncher::new(command, options)?))
 }
 
 /// A finished run.

@@ -24,7 +24,7 @@ pub mod verdict;
 pub mod world;
 
 pub use catalogue::{Catalogue, CatalogueError, Filter};
-pub use conformance::{Conformance, ConformanceError, Outcome, exit_code_for};
+pub use conformance::{Conformance, ConformanceError, Outcome, exit_code_for, process_launcher};
 pub use events::{EventSink, RunEvent};
 pub use execute::ExecOptions;
 pub use expectations::Expectations;

@@ -13,9 +13,10 @@
 // written by hand after checking each one, and one that is not there is left
 // out so that the run shows it.
 
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeExpectations } from '../../node-common/expectations.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 
@@ -56,45 +57,16 @@ const METHOD = {
   'approval/answer': 'the decision is `allow-exact`: Claude Code answers a permission request with allow or deny for that call, or with permission updates wider than one exact call',
 };
 
-function reasonFor(scenario) {
-  const parts = [];
-  for (const cause of scenario.missing || []) {
-    const method = cause.match(/^method `([^`]+)`/);
-    const text = method ? METHOD[method[1]] : CAPABILITY[cause];
-    if (!text) throw new Error(`${scenario.id}: no reason known for \`${cause}\`; add it to conformance/expectations.mjs`);
-    parts.push(method ? `\`${method[1]}\` refused at ${cause.replace(/^method `[^`]+` /, '').replace(/^\((.*)\)$/, '$1')}: ${text}` : `needs \`${cause}\`: ${text}`);
-  }
-  if (parts.length === 0) throw new Error(`${scenario.id}: unsupported without a cause in the report`);
-  return parts.join('; ');
-}
-
-// A known failure lists the checks it fails at in this report (`failed`):
-// a later run that fails at other checks is then a failure again, not this
-// known one (README, "Expectations file").
-function failedAt(scenario, expect) {
-  if (expect !== 'fail') return {};
-  return { failed: [...new Set((scenario.failures || []).map((f) => f.at))].sort() };
-}
-
 const [reportPath, failuresPath = join(HERE, 'known-failures.json')] = process.argv.slice(2);
 if (!reportPath) {
   process.stderr.write('usage: expectations.mjs REPORT.json [known-failures.json]\n');
   process.exit(2);
 }
-const report = JSON.parse(readFileSync(reportPath, 'utf8'));
 const failures = existsSync(failuresPath) ? JSON.parse(readFileSync(failuresPath, 'utf8')) : { known: {}, deny_reasons: {} };
-const expectationsPath = join(HERE, '..', 'expectations.json');
-// A known-unsupported scenario's report entry carries no cause: its current reason stays.
-const previous = new Map((existsSync(expectationsPath) ? JSON.parse(readFileSync(expectationsPath, 'utf8')).known : []).map((e) => [e.scenario, e.reason]));
-const known = [];
-for (const s of [...report.scenarios].sort((a, b) => a.id.localeCompare(b.id))) {
-  const listed = failures.known[s.id];
-  if (listed) {
-    known.push({ scenario: s.id, expect: listed.expect, reason: listed.reason, ...failedAt(s, listed.expect) });
-  } else if (s.raw_verdict === 'unsupported' || s.verdict === 'known-unsupported') {
-    const reason = (s.missing || []).length === 0 && previous.has(s.id) ? previous.get(s.id) : reasonFor(s);
-    known.push({ scenario: s.id, expect: 'unsupported', reason });
-  }
-}
-writeFileSync(expectationsPath, `${JSON.stringify({ known, deny_reasons: failures.deny_reasons }, null, 2)}\n`);
-process.stderr.write(`${known.length} entries written to ${expectationsPath}\n`);
+writeExpectations({
+  reportPath,
+  known: failures.known,
+  tables: { capability: CAPABILITY, method: METHOD },
+  expectationsPath: join(HERE, '..', 'expectations.json'),
+  extra: { deny_reasons: failures.deny_reasons },
+});

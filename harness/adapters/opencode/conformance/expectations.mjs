@@ -12,9 +12,10 @@
 // script (scenario -> evidence), written by hand after checking each one,
 // and a failure that is not there is left out so that the run shows it.
 
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { readFileSync, existsSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeExpectations } from '../../node-common/expectations.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 
@@ -49,45 +50,16 @@ const METHOD = {
   'approval/answer': 'the decision is `allow-exact`: opencode\'s replies are once, always (every later call of the tool in the session, any arguments) and reject; none is one exact call',
 };
 
-function reasonFor(scenario) {
-  const parts = [];
-  for (const cause of scenario.missing || []) {
-    const method = cause.match(/^method `([^`]+)`/);
-    const text = method ? METHOD[method[1]] : CAPABILITY[cause];
-    if (!text) throw new Error(`${scenario.id}: no reason known for \`${cause}\`; add it to conformance/expectations.mjs`);
-    parts.push(method ? `\`${method[1]}\` refused at ${cause.replace(/^method `[^`]+` /, '').replace(/^\((.*)\)$/, '$1')}: ${text}` : `needs \`${cause}\`: ${text}`);
-  }
-  if (parts.length === 0) throw new Error(`${scenario.id}: unsupported without a cause in the report`);
-  return parts.join('; ');
-}
-
-// A known failure lists the checks it fails at in this report (`failed`):
-// a later run that fails at other checks is then a failure again, not this
-// known one (README, "Expectations file").
-function failedAt(scenario, expect) {
-  if (expect !== 'fail') return {};
-  return { failed: [...new Set((scenario.failures || []).map((f) => f.at))].sort() };
-}
-
 const [reportPath, failuresPath = join(HERE, 'known-failures.json')] = process.argv.slice(2);
 if (!reportPath) {
   process.stderr.write('usage: expectations.mjs REPORT.json [known-failures.json]\n');
   process.exit(2);
 }
-const report = JSON.parse(readFileSync(reportPath, 'utf8'));
 const failures = existsSync(failuresPath) ? JSON.parse(readFileSync(failuresPath, 'utf8')) : {};
-// A known-unsupported scenario's report entry carries no cause: its current reason stays.
-const previous = new Map((existsSync(join(HERE, '..', 'expectations.json')) ? JSON.parse(readFileSync(join(HERE, '..', 'expectations.json'), 'utf8')).known : []).map((e) => [e.scenario, e.reason]));
-const known = [];
-for (const s of [...report.scenarios].sort((a, b) => a.id.localeCompare(b.id))) {
-  if (failures[s.id]) {
-    const expect = failures[s.id].expect || 'fail';
-    known.push({ scenario: s.id, expect, reason: failures[s.id].reason, ...failedAt(s, expect) });
-  } else if (s.raw_verdict === 'unsupported') {
-    const reason = (s.missing || []).length === 0 && previous.has(s.id) ? previous.get(s.id) : reasonFor(s);
-    known.push({ scenario: s.id, expect: 'unsupported', reason });
-  }
-}
-const out = join(HERE, '..', 'expectations.json');
-writeFileSync(out, `${JSON.stringify({ known }, null, 2)}\n`);
-process.stderr.write(`${known.length} entries written to ${out}\n`);
+writeExpectations({
+  reportPath,
+  known: failures,
+  tables: { capability: CAPABILITY, method: METHOD },
+  expectationsPath: join(HERE, '..', 'expectations.json'),
+  extra: {},
+});

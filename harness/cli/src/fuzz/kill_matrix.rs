@@ -43,7 +43,6 @@ pub struct FuzzRow {
 #[derive(Clone, Debug)]
 pub struct FoundRow {
     pub after: Duration,
-    pub cases: u64,
     pub from_ops: usize,
     pub shrunk_ops: usize,
     /// The shrunk sequence fails the mutant and passes the correct host.
@@ -122,7 +121,6 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
         totals: outcome.totals.clone(),
         found: Some(FoundRow {
             after,
-            cases: outcome.totals.cases,
             from_ops,
             shrunk_ops: ops.len(),
             replays,
@@ -168,7 +166,7 @@ pub fn markdown(rows: &[FuzzRow], budget: Budget) -> String {
             Some(f) => format!(
                 "yes | {:.1} s | {} | {} -> {} | {} | {}",
                 f.after.as_secs_f64(),
-                f.cases,
+                row.totals.cases,
                 f.from_ops,
                 f.shrunk_ops,
                 match &f.replays {
@@ -199,7 +197,6 @@ pub fn json_report(rows: &[FuzzRow], budget: Budget) -> String {
                 "harness_error": r.harness_error,
                 "found": r.found.as_ref().map(|f| json!({
                     "after_ms": f.after.as_millis() as u64,
-                    "cases": f.cases,
                     "operations": f.from_ops,
                     "shrunk_operations": f.shrunk_ops,
                     "replays": f.replays.as_ref().err().map_or(json!(true), |e| json!(e)),

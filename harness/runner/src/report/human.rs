@@ -146,46 +146,21 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
     ) {
         // The failed checks of one step share what was observed in it: the
         // evidence is printed once per step, after its failures.
-        let mut steps: Vec<usize> = r.failures.iter().map(|f| f.step).collect();
-        steps.dedup();
-        for step in steps {
-            let of_step: Vec<_> = r.failures.iter().filter(|f| f.step == step).collect();
-            for f in &of_step {
+        for step in super::failed_steps(r) {
+            for f in &step.failures {
                 lines.push(format!("              {BOLD}{}{RESET}", failure_line(f)));
             }
-            let Some(evidence) = of_step.iter().map(|f| &f.evidence).find(|e| !e.is_null()) else {
-                continue;
-            };
-            if !evidence["observers"].is_null() {
-                lines.push(format!(
-                    "                evidence: {}",
-                    serde_json::to_string(&evidence["observers"]).unwrap_or_default()
-                ));
-            }
-            let reply = &evidence["host_reply"];
-            if !reply.is_null() {
-                lines.push(format!(
-                    "                host reply: {}",
-                    serde_json::to_string(reply).unwrap_or_default()
-                ));
-            }
+            lines.extend(
+                step.observers
+                    .map(|o| format!("                evidence: {o}")),
+            );
+            lines.extend(
+                step.host_reply
+                    .map(|h| format!("                host reply: {h}")),
+            );
         }
     }
     lines
-}
-
-/// Whether a result needs a maintainer's look: it is listed again at the
-/// end of the run with the command that reruns it.
-fn needs_a_look(verdict: &Verdict) -> bool {
-    matches!(
-        verdict,
-        Verdict::Fail
-            | Verdict::Error { .. }
-            | Verdict::Stale { .. }
-            | Verdict::Inconclusive { .. }
-            | Verdict::Unverified { .. }
-            | Verdict::HarnessError { .. }
-    )
 }
 
 /// The closing list: each scenario that needs a look and how to rerun it alone.
@@ -252,7 +227,7 @@ impl Reporter for HumanReporter {
                 let look: Vec<(String, &'static str)> = collector
                     .sorted()
                     .into_iter()
-                    .filter(|r| needs_a_look(&r.verdict))
+                    .filter(|r| super::needs_a_look(&r.verdict))
                     .map(|r| (r.id.clone(), r.verdict.name()))
                     .collect();
                 for l in render_rerun_list(&collector.host, collector.seed, &look) {
@@ -303,7 +278,7 @@ impl Reporter for HumanReporter {
                 for l in render_result(result) {
                     self.line(&l)?;
                 }
-                if needs_a_look(&result.verdict) {
+                if super::needs_a_look(&result.verdict) {
                     self.needs_a_look
                         .push((result.id.clone(), result.verdict.name()));
                 }

@@ -70,19 +70,6 @@ fn detail(r: &crate::verdict::ScenarioResult) -> String {
     }
 }
 
-/// Results a maintainer should look at first: listed before the full table.
-fn needs_a_look(v: &Verdict) -> bool {
-    matches!(
-        v,
-        Verdict::Fail
-            | Verdict::Error { .. }
-            | Verdict::Stale { .. }
-            | Verdict::Inconclusive { .. }
-            | Verdict::Unverified { .. }
-            | Verdict::HarnessError { .. }
-    )
-}
-
 impl Reporter for MarkdownReporter {
     fn event(&mut self, event: &RunEvent) -> io::Result<()> {
         let Some((s, interrupted)) = self.collector.absorb(event) else {
@@ -143,7 +130,7 @@ impl Reporter for MarkdownReporter {
             .collector
             .sorted()
             .into_iter()
-            .filter(|r| needs_a_look(&r.verdict))
+            .filter(|r| super::needs_a_look(&r.verdict))
             .collect();
         if !look.is_empty() {
             let _ = writeln!(out, "### Needs a look ({})\n", look.len());

@@ -220,32 +220,60 @@ pub fn printable(text: &str) -> String {
     out
 }
 
-/// A result's failed checks grouped by step, each step's evidence once
-/// after its failures (what the observers saw, the host's reply), as plain
-/// text for JUnit and the Markdown report.
-pub fn failures_with_evidence(result: &crate::verdict::ScenarioResult) -> String {
+/// Whether a result needs a maintainer's look: every report lists these
+/// first or again at the end, with the command that reruns each alone.
+pub fn needs_a_look(verdict: &crate::verdict::Verdict) -> bool {
+    use crate::verdict::Verdict;
+    matches!(
+        verdict,
+        Verdict::Fail
+            | Verdict::Error { .. }
+            | Verdict::Stale { .. }
+            | Verdict::Inconclusive { .. }
+            | Verdict::Unverified { .. }
+            | Verdict::HarnessError { .. }
+    )
+}
+
+/// The failed checks of one step, and what was observed in it (the
+/// observers' counts and the host's reply, as JSON), shared by the checks.
+pub struct FailedStep<'a> {
+    pub failures: Vec<&'a crate::verdict::Failure>,
+    pub observers: Option<String>,
+    pub host_reply: Option<String>,
+}
+
+/// A result's failures grouped by step, each step's evidence once.
+pub fn failed_steps(result: &crate::verdict::ScenarioResult) -> Vec<FailedStep<'_>> {
     let mut steps: Vec<usize> = result.failures.iter().map(|f| f.step).collect();
     steps.dedup();
+    steps
+        .into_iter()
+        .map(|step| {
+            let failures: Vec<_> = result.failures.iter().filter(|f| f.step == step).collect();
+            let evidence = failures.iter().map(|f| &f.evidence).find(|e| !e.is_null());
+            let json = |key: &str| {
+                evidence
+                    .map(|e| &e[key])
+                    .filter(|v| !v.is_null())
+                    .map(|v| serde_json::to_string(v).unwrap_or_default())
+            };
+            FailedStep {
+                observers: json("observers"),
+                host_reply: json("host_reply"),
+                failures,
+            }
+        })
+        .collect()
+}
+
+/// [`failed_steps`] as plain text, for JUnit and the Markdown report.
+pub fn failures_with_evidence(result: &crate::verdict::ScenarioResult) -> String {
     let mut out = Vec::new();
-    for step in steps {
-        let of_step: Vec<_> = result.failures.iter().filter(|f| f.step == step).collect();
-        for f in &of_step {
-            out.push(failure_line(f));
-        }
-        if let Some(evidence) = of_step.iter().map(|f| &f.evidence).find(|e| !e.is_null()) {
-            if !evidence["observers"].is_null() {
-                out.push(format!(
-                    "  evidence: {}",
-                    serde_json::to_string(&evidence["observers"]).unwrap_or_default()
-                ));
-            }
-            if !evidence["host_reply"].is_null() {
-                out.push(format!(
-                    "  host reply: {}",
-                    serde_json::to_string(&evidence["host_reply"]).unwrap_or_default()
-                ));
-            }
-        }
+    for step in failed_steps(result) {
+        out.extend(step.failures.iter().map(|f| failure_line(f)));
+        out.extend(step.observers.map(|o| format!("  evidence: {o}")));
+        out.extend(step.host_reply.map(|r| format!("  host reply: {r}")));
     }
     printable(&out.join("\n"))
 }
