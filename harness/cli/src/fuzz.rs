@@ -325,30 +325,21 @@ async fn fuzz_async(
     let deadline = args
         .time
         .map(|t| started + Duration::from_secs_f64(t.max(0.0)));
-    // Ctrl-C or SIGTERM (a nightly job cancelled) ends the run between
-    // cases, or a shrink where it stands, and the summary (and any finding,
-    // shrunk so far) is still written; a second signal quits at once.
+    // Ctrl-C, SIGTERM (a nightly job cancelled) or SIGHUP ends the run
+    // between cases, or a shrink where it stands, and the summary (and any
+    // finding, shrunk so far) is still written; a second signal quits at once.
     let stop = Arc::new(AtomicBool::new(false));
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("cannot listen for SIGTERM")?;
+    let mut signals = crate::stop_signals::StopSignals::install()?;
     tokio::spawn({
         let stop = stop.clone();
         async move {
-            let signalled = tokio::select! {
-                r = tokio::signal::ctrl_c() => r.is_ok(),
-                r = terminate.recv() => r.is_some(),
-            };
-            if signalled {
-                stop.store(true, Ordering::SeqCst);
-                anstream::println!(
-                    "interrupted: finishing the current case (Ctrl-C again quits at once)"
-                );
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = terminate.recv() => {}
-                }
-                std::process::exit(exit_code::HARNESS_ERROR);
-            }
+            let signal = signals.next().await;
+            stop.store(true, Ordering::SeqCst);
+            anstream::println!(
+                "{signal}: finishing the current case (a second signal quits at once)"
+            );
+            signals.next().await;
+            std::process::exit(exit_code::HARNESS_ERROR);
         }
     });
     let mut last_progress = Instant::now();

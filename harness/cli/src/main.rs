@@ -9,6 +9,7 @@ mod fuzz;
 mod matrix;
 mod selftest;
 mod shipped_hosts;
+mod stop_signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -278,28 +279,19 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let reporting = tokio::spawn(report::drain(rx, reporters));
         let (stop, interrupt) = tokio::sync::watch::channel(false);
-        // SIGTERM (CI cancelling a job, `timeout`) stops the run as Ctrl-C does.
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .context("cannot listen for SIGTERM")?;
+        // SIGTERM (CI cancelling a job, `timeout`) and SIGHUP (a closed
+        // terminal) stop the run as Ctrl-C does.
+        let mut signals = stop_signals::StopSignals::install()?;
         tokio::spawn(async move {
-            let signal = tokio::select! {
-                r = tokio::signal::ctrl_c() => r.ok().map(|()| "SIGINT"),
-                r = terminate.recv() => r.map(|()| "SIGTERM"),
-            };
-            if let Some(signal) = signal {
-                anstream::eprintln!(
-                    "{signal}: stopping the run, killing the adapters and reporting what finished (a second signal quits at once)"
-                );
-                let _ = stop.send(true);
-                // An adapter stuck where even SIGKILL takes time must not hold
-                // a user who insists: the second signal quits without cleaning up.
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = terminate.recv() => {}
-                }
-                std::process::exit(exit_code::HARNESS_ERROR);
-            }
+            let signal = signals.next().await;
+            anstream::eprintln!(
+                "{signal}: stopping the run, killing the adapters and reporting what finished (a second signal quits at once)"
+            );
+            let _ = stop.send(true);
+            // An adapter stuck where even SIGKILL takes time must not hold
+            // a user who insists: the second signal quits without cleaning up.
+            signals.next().await;
+            std::process::exit(exit_code::HARNESS_ERROR);
         });
         let report = delegation_runner::run(
             scenarios,

@@ -147,13 +147,13 @@ fn the_correct_host_gives_no_finding_on_a_bounded_run() {
     assert!(findings(out.path()).is_empty());
 }
 
-/// Ctrl-C (SIGINT) or SIGTERM on an open-ended run: it stops after the
+/// Ctrl-C (SIGINT), SIGTERM or SIGHUP on an open-ended run: it stops after the
 /// current case, prints the summary of what it ran, and exits 2 (the cases
 /// asked for did not all run), well before `--time` would have ended it.
 #[cfg(unix)]
 #[test]
 fn an_interrupted_run_reports_the_cases_it_ran() {
-    for signal in ["INT", "TERM"] {
+    for signal in ["INT", "TERM", "HUP"] {
         interrupted_by(signal);
     }
 }
@@ -205,7 +205,7 @@ fn interrupted_by(signal: &str) {
     log.push_str(&rest);
     assert_eq!(code, Some(2), "{log}");
     assert!(
-        log.contains("interrupted: finishing the current case"),
+        log.contains(&format!("SIG{signal}: finishing the current case")),
         "{log}"
     );
     let summary = log

@@ -575,9 +575,9 @@ fn read_json_report(work: &Path) -> serde_json::Value {
 }
 
 #[test]
-fn sigint_and_sigterm_stop_the_run_kill_the_adapters_and_leave_a_partial_report() {
+fn sigint_sigterm_and_sighup_stop_the_run_kill_the_adapters_and_leave_a_partial_report() {
     let catalogue = unsupported_and_hanging_catalogue();
-    for signal in ["INT", "TERM"] {
+    for signal in ["INT", "TERM", "HUP"] {
         let mut run = SignalledRun::start(catalogue.path());
         run.read_until("UNSUPPORTED zc/001-network-above-ceiling");
         let recorded = run.wait_for_the_hang();
