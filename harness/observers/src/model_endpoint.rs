@@ -254,7 +254,7 @@ pub struct ModelEndpointConfig {
 }
 
 /// The name under which the harness's MCP server is announced to hosts in
-/// `initialize` (the runner's `MCP_SERVER_NAME` must equal it), so that a
+/// `initialize` (the runner re-exports it as `MCP_SERVER_NAME`), so that a
 /// default endpoint knows the host's names for its tools.
 pub const HARNESS_MCP_SERVER_NAME: &str = "harness";
 

@@ -12,8 +12,9 @@ use serde_json::Value;
 use crate::scenario::{ModelEndpointStep, Setup, ToolServerStep};
 use crate::world::{Endpoints, ShownTools, World, WorldError, WorldFactory, WorldMark, WorldStep};
 
-/// The name the harness's MCP server has in the host's environment.
-pub const MCP_SERVER_NAME: &str = "harness";
+/// The name the harness's MCP server has in the host's environment: the
+/// one the model endpoint expects when it names MCP tools as a host does.
+pub use delegation_observers::model_endpoint::HARNESS_MCP_SERVER_NAME as MCP_SERVER_NAME;
 
 /// How long a `notify_list_changed` step waits for the host to re-list the
 /// tools, the sign that it took the notification in before the next step.
