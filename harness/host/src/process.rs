@@ -579,7 +579,24 @@ pub struct Survivor {
 /// [`run_marker`] in its environment: adapters and whatever they started,
 /// including descendants that left the adapter's process group (`setsid`).
 /// Empty where `/proc` cannot be read.
+///
+/// A process of a group just killed can still be seen alive for a moment
+/// (SIGKILL delivered, exit not yet done; easily so on a loaded machine), so
+/// only what is still there after up to a second counts as surviving: a
+/// warning about an escaped process must not be a race.
 pub fn surviving_descendants() -> Vec<Survivor> {
+    let patience = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let alive = marked_processes();
+        if alive.is_empty() || std::time::Instant::now() >= patience {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// One look at `/proc` for live processes carrying the run marker.
+fn marked_processes() -> Vec<Survivor> {
     let wanted = format!("{RUN_MARKER_ENV}={}", run_marker());
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
