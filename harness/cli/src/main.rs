@@ -23,7 +23,7 @@ use delegation_model::InvariantId;
 use delegation_runner::catalogue::{Catalogue, Filter, order};
 use delegation_runner::report::{self, Format, human::HumanReporter};
 use delegation_runner::{
-    ExecOptions, Expectations, ObserverWorlds, RunOptions, Scenario, exit_code, snapshot,
+    ExecOptions, Expectations, ObserverWorlds, RunOptions, Scenario, exit_code,
 };
 
 #[derive(Parser)]
@@ -170,6 +170,7 @@ fn parse_in_range(s: &str, min: u64, max: u64, unit: &str) -> Result<u64, String
 }
 
 fn main() -> ExitCode {
+    quiet_insta();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run(args),
@@ -264,6 +265,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         seed,
         exec: ExecOptions { step_deadline },
         expectations,
+        snapshots: args.snapshots.clone(),
     };
     let mut reporters: Vec<Box<dyn report::Reporter>> = vec![Box::new(HumanReporter::stdout())];
     for (format, file) in &args.report {
@@ -311,15 +313,6 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     drop(runtime);
     leave_nothing_behind();
 
-    let mut snapshot_mismatches = 0;
-    if let Some(dir) = &args.snapshots {
-        for result in &report.results {
-            if let Err(mismatch) = snapshot::check(dir, result) {
-                snapshot_mismatches += 1;
-                anstream::eprintln!("snapshot: {mismatch}");
-            }
-        }
-    }
     let s = &report.summary;
     if let Some(reason) = &report.gave_up {
         anstream::eprintln!("stopped trying the host: {reason}");
@@ -337,7 +330,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             s.total
         );
     }
-    let code = delegation_runner::exit_code_for(&report, snapshot_mismatches);
+    let code = delegation_runner::exit_code_for(&report);
     if let Some(required) = args.require_ran
         && s.ran < required
         && code != exit_code::VIOLATIONS
@@ -352,6 +345,18 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
         return Ok(exit_code::HARNESS_ERROR);
     }
     Ok(code)
+}
+
+/// insta prints a full diff to stdout and panics on every changed snapshot;
+/// `--snapshots` reports a change as its scenario's event instead, with a
+/// bounded diff, in every reporter. A user's own setting wins.
+fn quiet_insta() {
+    for (name, value) in [("INSTA_OUTPUT", "none"), ("INSTA_FORCE_PASS", "1")] {
+        if std::env::var_os(name).is_none() {
+            // SAFETY: called first thing in `main`, before any thread exists.
+            unsafe { std::env::set_var(name, value) };
+        }
+    }
 }
 
 /// Kills what the run's adapters left running and removes store

@@ -50,6 +50,7 @@ pub struct Conformance {
     step_deadline: Duration,
     reports: Vec<(Format, PathBuf)>,
     reporters: Vec<Box<dyn Reporter>>,
+    snapshots: Option<PathBuf>,
 }
 
 impl Conformance {
@@ -65,6 +66,7 @@ impl Conformance {
             step_deadline: ExecOptions::default().step_deadline,
             reports: Vec::new(),
             reporters: Vec::new(),
+            snapshots: None,
         }
     }
 
@@ -132,6 +134,14 @@ impl Conformance {
         self
     }
 
+    /// Compare each scenario's normalised transcript with its snapshot under
+    /// `dir` (`<area>/<NNN-name>.snap`, insta's format; `INSTA_UPDATE` as in
+    /// insta); a changed one is a violation shown by every reporter.
+    pub fn snapshots(mut self, dir: impl Into<PathBuf>) -> Conformance {
+        self.snapshots = Some(dir.into());
+        self
+    }
+
     /// Also feed the run's events to this reporter (e.g. the human one on stdout).
     pub fn reporter(mut self, reporter: Box<dyn Reporter>) -> Conformance {
         self.reporters.push(reporter);
@@ -182,6 +192,7 @@ impl Conformance {
                 step_deadline: self.step_deadline,
             },
             expectations,
+            snapshots: self.snapshots.clone(),
         };
         let mut reporters = std::mem::take(&mut self.reporters);
         for (format, file) in &self.reports {
@@ -321,7 +332,7 @@ pub struct Outcome {
 impl Outcome {
     /// The exit code `delegation-harness run` gives the same results ([`exit_code_for`]).
     pub fn exit_code(&self) -> i32 {
-        exit_code_for(&self.report, 0)
+        exit_code_for(&self.report)
     }
 }
 
@@ -331,13 +342,13 @@ impl Outcome {
 /// itself failed without a violation; 1 on violations (failures, errors,
 /// stale expectations, changed snapshots); 3 when only inconclusive or
 /// unverified results are left; else 0.
-pub fn exit_code_for(report: &RunReport, snapshot_mismatches: usize) -> i32 {
+pub fn exit_code_for(report: &RunReport) -> i32 {
     let s = &report.summary;
     if s.ran == 0 && s.total > 0 && !report.interrupted && !report.host_unreachable {
         return exit_code::HARNESS_ERROR;
     }
-    let violations = s.fail + s.error + s.stale + snapshot_mismatches;
-    let host_violations = s.fail + s.stale + snapshot_mismatches;
+    let violations = s.fail + s.error + s.stale + s.snapshot_changed;
+    let host_violations = s.fail + s.stale + s.snapshot_changed;
     if report.host_unreachable && host_violations == 0 {
         // A host that cannot be started says nothing about itself.
         exit_code::HARNESS_ERROR

@@ -31,7 +31,7 @@ pub use expectations::Expectations;
 pub use observers::ObserverWorlds;
 pub use run::{RunOptions, RunReport, run};
 pub use scenario::{Scenario, ScenarioError};
-pub use verdict::{Failure, ScenarioResult, Summary, Verdict};
+pub use verdict::{Failure, ScenarioResult, SnapshotCheck, Summary, Verdict};
 pub use world::{World, WorldFactory};
 
 /// The documented exit codes, from the protocol crate so hosts' authors find them in one place.

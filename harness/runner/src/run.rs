@@ -29,6 +29,9 @@ pub struct RunOptions {
     pub seed: u64,
     pub exec: ExecOptions,
     pub expectations: Expectations,
+    /// Where each scenario's transcript is compared with its committed
+    /// snapshot (`--snapshots DIR`); `None` compares nothing.
+    pub snapshots: Option<std::path::PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -38,6 +41,7 @@ impl Default for RunOptions {
             seed: 0,
             exec: ExecOptions::default(),
             expectations: Expectations::default(),
+            snapshots: None,
         }
     }
 }
@@ -178,7 +182,10 @@ pub async fn run(
                 start_failures.store(0, Ordering::SeqCst);
                 started.fetch_add(1, Ordering::SeqCst);
             }
-            let result = judge(&scenario, execution, control_verdict, &options.expectations);
+            let mut result = judge(&scenario, execution, control_verdict, &options.expectations);
+            if let Some(dir) = &options.snapshots {
+                result.snapshot = Some(snapshot::check(dir, &result));
+            }
             publish.send_replace(Some(result.verdict.clone()));
             let _ = events.send(RunEvent::ScenarioFinished(Box::new(result.clone())));
             Some(result)
@@ -407,6 +414,7 @@ pub fn judge(
         steps_total: scenario.steps.len(),
         duration: execution.duration,
         transcript,
+        snapshot: None,
     };
     result.redact(&secrets);
     result

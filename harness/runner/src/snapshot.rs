@@ -13,7 +13,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::execute::Transcript;
-use crate::verdict::ScenarioResult;
+use crate::verdict::{ScenarioResult, SnapshotCheck};
 
 /// Keys whose string values are host-chosen ids.
 const ID_KEYS: &[&str] = &[
@@ -136,9 +136,11 @@ fn rewrite(
 ///
 /// insta decides what a mismatch does from `INSTA_UPDATE`: `no` (CI) fails
 /// without writing, the default writes `<name>.snap.new` for review,
-/// `always` accepts. Returns a description of the mismatch instead of
-/// panicking, so a run reports every snapshot, not the first.
-pub fn check(dir: &Path, result: &ScenarioResult) -> Result<(), String> {
+/// `always` accepts. The outcome is returned, never a panic, so a run
+/// reports every snapshot as an event of its scenario, in every reporter;
+/// what changed comes from the comparison itself (a bounded line diff), not
+/// from insta's printout (the CLI turns that off with `INSTA_OUTPUT=none`).
+pub fn check(dir: &Path, result: &ScenarioResult) -> SnapshotCheck {
     let area_dir = dir.join(&result.area);
     let name = result
         .id
@@ -146,25 +148,126 @@ pub fn check(dir: &Path, result: &ScenarioResult) -> Result<(), String> {
         .map(|(_, n)| n)
         .unwrap_or(&result.id)
         .to_string();
+    let file = area_dir.join(format!("{name}.snap"));
+    let committed = file.exists();
     let value = serde_json::json!({
         "scenario": result.id,
         "title": result.title,
         "verdict": result.verdict.name(),
         "steps": result.transcript,
     });
-    let outcome = std::panic::catch_unwind(|| {
+    let seen = Recording::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         with_settings(&area_dir, &result.id, || {
-            insta::assert_yaml_snapshot!(name.as_str(), value);
+            let mut settings = insta::Settings::clone_current();
+            settings.set_comparator(Box::new(seen.clone()));
+            settings.bind(|| insta::assert_yaml_snapshot!(name.as_str(), value));
         })
-    });
-    outcome.map_err(|panic| {
-        let text = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "snapshot assertion failed".into());
-        format!("{}: {text}", result.id)
-    })
+    }));
+    let pending = area_dir.join(format!("{name}.snap.new"));
+    let review = if pending.exists() {
+        format!(
+            "the new transcript is in `{}`: review it with `cargo insta review` or accept it with INSTA_UPDATE=always",
+            pending.display()
+        )
+    } else {
+        "nothing was written (INSTA_UPDATE=no); rerun with INSTA_UPDATE=always to accept it"
+            .to_string()
+    };
+    if !committed {
+        return if outcome.is_ok() && file.exists() {
+            SnapshotCheck::Recorded
+        } else {
+            SnapshotCheck::Changed {
+                message: format!("no snapshot committed at `{}`; {review}", file.display()),
+            }
+        };
+    }
+    match seen.compared() {
+        Some((old, new)) if old != new => SnapshotCheck::Changed {
+            message: format!(
+                "the transcript differs from `{}`:\n{}{review}",
+                file.display(),
+                bounded_diff(&old, &new)
+            ),
+        },
+        Some(_) => SnapshotCheck::Unchanged,
+        // insta compared nothing: it could not read or parse the snapshot.
+        None if outcome.is_err() => SnapshotCheck::Changed {
+            message: format!(
+                "`{}` could not be compared (unreadable?); {review}",
+                file.display()
+            ),
+        },
+        None => SnapshotCheck::Unchanged,
+    }
+}
+
+/// At most this many changed lines of a snapshot diff go into a report; the
+/// whole new snapshot is in its `.snap.new` file.
+const DIFF_LINES: usize = 24;
+
+/// The changed lines of two snapshot texts, `-` old and `+` new, each with
+/// its line number in the new text, bounded to [`DIFF_LINES`].
+fn bounded_diff(old: &str, new: &str) -> String {
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut out = String::new();
+    let mut shown = 0;
+    let mut hidden = 0;
+    for change in diff.iter_all_changes() {
+        let sign = match change.tag() {
+            similar::ChangeTag::Equal => continue,
+            similar::ChangeTag::Delete => '-',
+            similar::ChangeTag::Insert => '+',
+        };
+        if shown == DIFF_LINES {
+            hidden += 1;
+            continue;
+        }
+        shown += 1;
+        let line = change
+            .new_index()
+            .or(change.old_index())
+            .map_or(0, |i| i + 1);
+        out.push_str(&format!("  {sign}{line:>5} {}", change.value()));
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    if hidden > 0 {
+        out.push_str(&format!("  ... and {hidden} more changed line(s)\n"));
+    }
+    out
+}
+
+/// insta's own comparison, recorded: what the committed snapshot and the
+/// new transcript were, as insta normalises them.
+#[derive(Clone, Default)]
+struct Recording(std::sync::Arc<std::sync::Mutex<Option<(String, String)>>>);
+
+impl Recording {
+    fn compared(&self) -> Option<(String, String)> {
+        self.0.lock().map(|g| g.clone()).unwrap_or(None)
+    }
+}
+
+impl insta::Comparator for Recording {
+    fn matches(&self, reference: &insta::Snapshot, test: &insta::Snapshot) -> bool {
+        let text = |s: &insta::Snapshot| {
+            s.contents()
+                .as_text()
+                .map(|t| t.to_string())
+                .unwrap_or_default()
+        };
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some((text(reference), text(test)));
+        }
+        insta::DefaultComparator.matches(reference, test)
+    }
+
+    fn dyn_clone(&self) -> Box<dyn insta::Comparator> {
+        Box::new(self.clone())
+    }
 }
 
 /// The one place snapshot settings are bound: path, no module prefix, no

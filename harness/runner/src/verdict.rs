@@ -165,6 +165,26 @@ pub struct ScenarioResult {
     pub duration: Duration,
     /// The normalised transcript (aliases for ids), for snapshots and the JSON report.
     pub transcript: Value,
+    /// How the transcript compared with its committed snapshot, when the
+    /// run checks snapshots (`--snapshots DIR`): a change is a violation of
+    /// its own, whatever the verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotCheck>,
+}
+
+/// A transcript against its committed snapshot.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum SnapshotCheck {
+    Unchanged,
+    /// None was committed and insta recorded this one (`INSTA_UPDATE=always`).
+    Recorded,
+    /// Different from the committed snapshot, or none committed yet.
+    Changed {
+        /// What changed and what to do about it, bounded (the whole new
+        /// snapshot is in `<name>.snap.new` when insta wrote one).
+        message: String,
+    },
 }
 
 /// What a secret is replaced with in every report.
@@ -281,6 +301,8 @@ pub struct Summary {
     /// Scenarios that really ran against the host: every result but
     /// `unsupported` and known-unsupported ones.
     pub ran: usize,
+    /// Transcripts that differ from their committed snapshots.
+    pub snapshot_changed: usize,
 }
 
 impl Summary {
@@ -310,6 +332,8 @@ impl Summary {
                 Verdict::Error { .. } => s.error += 1,
                 Verdict::HarnessError { .. } => s.harness_error += 1,
             }
+            s.snapshot_changed +=
+                matches!(r.snapshot, Some(SnapshotCheck::Changed { .. })) as usize;
         }
         s.ran = s.total - s.unsupported - s.known_unsupported;
         s
@@ -331,7 +355,7 @@ impl Summary {
     }
 
     pub fn failed(&self) -> bool {
-        self.fail + self.stale + self.error > 0
+        self.fail + self.stale + self.error + self.snapshot_changed > 0
     }
 }
 
@@ -354,6 +378,7 @@ mod tests {
             steps_total: 0,
             duration: Duration::ZERO,
             transcript: json!([{"reply": {"detail": "echoed CANARY-1 back"}}]),
+            snapshot: None,
         }
     }
 

@@ -794,3 +794,101 @@ fn the_harness_raises_its_descriptor_limit_but_adapters_keep_the_one_it_was_give
         "512"
     );
 }
+
+/// `--snapshots`: a changed transcript is an event of its scenario in every
+/// report (a bounded diff, the rerun command, exit 1), never insta's panic
+/// and full printout; the same run against the committed snapshot is the
+/// positive control.
+#[test]
+fn a_changed_snapshot_is_reported_by_every_reporter_and_fails_the_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let id = "zc/001-delegate-within-ceiling";
+    let committed = std::fs::read_to_string(root.join(format!("snapshots/{id}.snap"))).unwrap();
+    let run = |snapshot: Option<&str>, update: &str| {
+        let work = tempfile::tempdir().unwrap();
+        let dir = work.path().join("snaps");
+        std::fs::create_dir_all(dir.join("zc")).unwrap();
+        if let Some(text) = snapshot {
+            std::fs::write(dir.join(format!("{id}.snap")), text).unwrap();
+        }
+        let report = |name: &str| work.path().join(name).to_string_lossy().into_owned();
+        let o = Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
+            .current_dir(&root)
+            .args(["run", "--filter", id, "--snapshots", dir.to_str().unwrap()])
+            .args(["--report", &format!("json={}", report("r.json"))])
+            .args(["--report", &format!("junit={}", report("r.xml"))])
+            .args(["--report", &format!("markdown={}", report("r.md"))])
+            .env("NO_COLOR", "1")
+            .env("INSTA_UPDATE", update)
+            .env_remove("INSTA_OUTPUT")
+            .env_remove("INSTA_FORCE_PASS")
+            .output()
+            .unwrap();
+        let read = |name: &str| std::fs::read_to_string(work.path().join(name)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&read("r.json")).unwrap();
+        let written = dir.join(format!("{id}.snap")).exists();
+        (o, json, read("r.xml"), read("r.md"), written)
+    };
+
+    // Positive control: the committed snapshot, unchanged.
+    let (o, json, xml, md, _) = run(Some(&committed), "no");
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(json["scenarios"][0]["snapshot"]["status"], "unchanged");
+    assert_eq!(json["summary"]["snapshot_changed"], 0);
+    assert!(!stdout(&o).contains("snapshot changed"), "{}", stdout(&o));
+    assert!(!xml.contains("snapshot-changed") && !md.contains("snapshot changed"));
+
+    // One line of the committed transcript changed.
+    let tampered = committed.replacen("auto_approve: false", "auto_approve: true", 1);
+    assert_ne!(tampered, committed, "the control line is in the snapshot");
+    let (o, json, xml, md, _) = run(Some(&tampered), "no");
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(out.contains("snapshot changed"), "{out}");
+    assert!(
+        out.contains("-") && out.contains("auto_approve: true"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("snapshot: delegation-harness run")),
+        "{out}"
+    );
+    assert!(out.contains("1 snapshots changed"), "{out}");
+    assert!(
+        !stderr(&o).contains("panicked") && !out.contains("Snapshot Summary"),
+        "insta's own panic or printout leaked: {out}{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        json["scenarios"][0]["verdict"], "pass",
+        "the host is not blamed"
+    );
+    assert_eq!(json["scenarios"][0]["snapshot"]["status"], "changed");
+    assert!(
+        json["scenarios"][0]["snapshot"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("auto_approve")
+    );
+    assert_eq!(json["summary"]["snapshot_changed"], 1);
+    assert!(xml.contains("snapshot-changed"), "{xml}");
+    assert!(
+        md.contains("snapshot changed") && md.contains("Needs a look (1)"),
+        "{md}"
+    );
+
+    // None committed: a change too, and INSTA_UPDATE=always records it.
+    let (o, json, _, _, written) = run(None, "no");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        json["scenarios"][0]["snapshot"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no snapshot committed")
+    );
+    assert!(!written, "INSTA_UPDATE=no writes nothing");
+    let (o, json, _, _, written) = run(None, "always");
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(json["scenarios"][0]["snapshot"]["status"], "recorded");
+    assert!(written);
+}

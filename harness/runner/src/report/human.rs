@@ -160,6 +160,12 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
             );
         }
     }
+    if let Some(change) = super::snapshot_change(r) {
+        lines.push(format!("              {RED}snapshot changed{RESET}:"));
+        for l in super::printable(change).lines() {
+            lines.push(format!("              {l}"));
+        }
+    }
     lines
 }
 
@@ -195,7 +201,7 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         format!("{GREEN}PASSED{RESET}")
     };
     format!(
-        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified, {} harness errors; {} really ran",
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified, {} harness errors{}; {} really ran",
         s.total,
         s.pass,
         s.fail,
@@ -209,6 +215,11 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         s.unverified,
         s.known_unverified,
         s.harness_error,
+        if s.snapshot_changed > 0 {
+            format!(", {} snapshots changed", s.snapshot_changed)
+        } else {
+            String::new()
+        },
         s.ran
     )
 }
@@ -227,8 +238,8 @@ impl Reporter for HumanReporter {
                 let look: Vec<(String, &'static str)> = collector
                     .sorted()
                     .into_iter()
-                    .filter(|r| super::needs_a_look(&r.verdict))
-                    .map(|r| (r.id.clone(), r.verdict.name()))
+                    .filter(|r| super::needs_a_look(r))
+                    .map(|r| (r.id.clone(), super::look_label(r)))
                     .collect();
                 for l in render_rerun_list(&collector.host, collector.seed, &look) {
                     text.push_str(&l);
@@ -278,9 +289,9 @@ impl Reporter for HumanReporter {
                 for l in render_result(result) {
                     self.line(&l)?;
                 }
-                if super::needs_a_look(&result.verdict) {
+                if super::needs_a_look(result) {
                     self.needs_a_look
-                        .push((result.id.clone(), result.verdict.name()));
+                        .push((result.id.clone(), super::look_label(result)));
                 }
                 if let Some(bar) = &self.bar {
                     bar.inc(1);

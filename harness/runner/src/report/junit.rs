@@ -37,6 +37,20 @@ impl Reporter for JunitReporter {
                 suites.push(TestSuite::new(result.area.clone()));
             }
             let status = match &result.verdict {
+                // A changed snapshot fails its case whatever the verdict
+                // (a known failure or an unsupported scenario changes too).
+                _ if super::snapshot_change(result).is_some() => {
+                    let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    s.set_message(format!(
+                        "snapshot changed (verdict {})",
+                        result.verdict.name()
+                    ));
+                    s.set_type("snapshot-changed");
+                    s.set_description(super::printable(
+                        super::snapshot_change(result).unwrap_or_default(),
+                    ));
+                    s
+                }
                 Verdict::Pass => TestCaseStatus::success(),
                 Verdict::Fail => {
                     let ids: Vec<String> = result

@@ -88,6 +88,13 @@ impl Reporter for MarkdownReporter {
                 s.not_run
             );
         }
+        if s.snapshot_changed > 0 {
+            let _ = writeln!(
+                out,
+                "> **{} snapshot(s) changed**: see each under Needs a look.\n",
+                s.snapshot_changed
+            );
+        }
         let _ = writeln!(
             out,
             "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported | unverified (known) | harness errors |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} ({}) | {} |\n",
@@ -130,26 +137,27 @@ impl Reporter for MarkdownReporter {
             .collector
             .sorted()
             .into_iter()
-            .filter(|r| super::needs_a_look(&r.verdict))
+            .filter(|r| super::needs_a_look(r))
             .collect();
         if !look.is_empty() {
             let _ = writeln!(out, "### Needs a look ({})\n", look.len());
             for r in &look {
+                let mut what = match &r.verdict {
+                    Verdict::Fail | Verdict::Inconclusive { .. } => {
+                        super::failures_with_evidence(r)
+                    }
+                    _ => super::printable(&detail(r)),
+                };
+                if let Some(change) = super::snapshot_change(r) {
+                    what.push_str(&format!("\nsnapshot changed: {}", super::printable(change)));
+                }
                 let _ = writeln!(
                     out,
                     "<details><summary><code>{}</code> [{}]: <b>{}</b></summary>\n\n```text\n{}\n```\n\nrerun: <code>{}</code>\n</details>\n",
                     r.id,
                     r.tier,
-                    r.verdict.name(),
-                    super::bounded(
-                        &match &r.verdict {
-                            Verdict::Fail | Verdict::Inconclusive { .. } =>
-                                super::failures_with_evidence(r),
-                            _ => super::printable(&detail(r)),
-                        },
-                        4_000
-                    )
-                    .replace("```", "ʼʼʼ"),
+                    super::look_label(r),
+                    super::bounded(&what, 4_000).replace("```", "ʼʼʼ"),
                     cell(&super::rerun_command(
                         &self.collector.host,
                         &r.id,

@@ -222,17 +222,40 @@ pub fn printable(text: &str) -> String {
 
 /// Whether a result needs a maintainer's look: every report lists these
 /// first or again at the end, with the command that reruns each alone.
-pub fn needs_a_look(verdict: &crate::verdict::Verdict) -> bool {
+/// A changed snapshot needs one whatever the verdict.
+pub fn needs_a_look(result: &crate::verdict::ScenarioResult) -> bool {
     use crate::verdict::Verdict;
     matches!(
-        verdict,
+        result.verdict,
         Verdict::Fail
             | Verdict::Error { .. }
             | Verdict::Stale { .. }
             | Verdict::Inconclusive { .. }
             | Verdict::Unverified { .. }
             | Verdict::HarnessError { .. }
-    )
+    ) || snapshot_change(result).is_some()
+}
+
+/// What changed in a result's snapshot, when it changed.
+pub fn snapshot_change(result: &crate::verdict::ScenarioResult) -> Option<&str> {
+    match &result.snapshot {
+        Some(crate::verdict::SnapshotCheck::Changed { message }) => Some(message),
+        _ => None,
+    }
+}
+
+/// How the closing lists name what a result needs a look for: its verdict,
+/// or the snapshot when that is all that changed.
+pub fn look_label(result: &crate::verdict::ScenarioResult) -> &'static str {
+    use crate::verdict::Verdict;
+    match result.verdict {
+        Verdict::Pass | Verdict::KnownFailure { .. } | Verdict::Unsupported { .. }
+            if snapshot_change(result).is_some() =>
+        {
+            "snapshot"
+        }
+        _ => result.verdict.name(),
+    }
 }
 
 /// The failed checks of one step, and what was observed in it (the

@@ -59,8 +59,10 @@ async fn every_scenario_passes_on_the_reference_host_with_one_snapshot_each() {
                 failures.join("\n    ")
             ));
         }
-        if let Err(mismatch) = snapshot::check(&snapshots, result) {
-            problems.push(format!("snapshot {mismatch}"));
+        if let delegation_runner::SnapshotCheck::Changed { message } =
+            snapshot::check(&snapshots, result)
+        {
+            problems.push(format!("snapshot of {}: {message}", result.id));
         }
     }
 
