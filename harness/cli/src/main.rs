@@ -16,15 +16,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::InvariantId;
-use delegation_runner::catalogue::{Catalogue, Filter, order};
-use delegation_runner::report::{self, Format, human::HumanReporter};
-use delegation_runner::{
-    ExecOptions, Expectations, ObserverWorlds, RunOptions, Scenario, exit_code,
-};
+use delegation_runner::catalogue::Catalogue;
+use delegation_runner::report::{Format, human::HumanReporter};
+use delegation_runner::{Conformance, Expectations, Scenario, exit_code};
 
 #[derive(Parser)]
 #[command(
@@ -223,16 +221,7 @@ pub(crate) fn launcher(
 }
 
 fn run(args: RunArgs) -> anyhow::Result<i32> {
-    let catalogue = load(&args.catalogue)?;
-    let filter = Filter::new(&args.filter, &args.invariant)?;
-    let selected = catalogue.select(&filter);
-    if selected.is_empty() {
-        bail!(
-            "no scenario in {} matches the filters ({} scenarios in the catalogue); see `delegation-harness list`",
-            catalogue.root.display(),
-            catalogue.scenarios.len()
-        );
-    }
+    let root = find_scenarios(&args.catalogue)?;
     let host = args
         .host
         .as_deref()
@@ -248,28 +237,31 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             file.display()
         );
     }
-    let expectations = match &expectations_file {
-        Some(file) => Expectations::load(file)?,
-        None => Expectations::default(),
-    };
-    let seed = args.seed.unwrap_or_else(random_seed);
-    let scenarios: Vec<Scenario> = order(&selected, seed).into_iter().cloned().collect();
-    let step_deadline = Duration::from_millis(args.step_timeout_ms);
-    let launcher = launcher(
-        host.as_ref().map(|h| h.command.as_str()),
-        step_deadline,
-        &expectations,
-    )?;
-    let options = RunOptions {
-        jobs: args.jobs,
-        seed,
-        exec: ExecOptions { step_deadline },
-        expectations,
-        snapshots: args.snapshots.clone(),
-    };
-    let mut reporters: Vec<Box<dyn report::Reporter>> = vec![Box::new(HumanReporter::stdout())];
+    // The same engine as a Rust host's `tests/conformance.rs`: the library's
+    // builder, with the terminal's reporter and the signals on top.
+    let mut conformance = match &host {
+        None => Conformance::reference_host(),
+        Some(h) => Conformance::command(h.command.clone()),
+    }
+    .catalogue(root)
+    .jobs(args.jobs)
+    .seed(args.seed.unwrap_or_else(random_seed))
+    .step_deadline(Duration::from_millis(args.step_timeout_ms))
+    .reporter(Box::new(HumanReporter::stdout()));
+    for pattern in &args.filter {
+        conformance = conformance.filter(pattern.clone());
+    }
+    for id in &args.invariant {
+        conformance = conformance.invariant(*id);
+    }
+    if let Some(file) = expectations_file {
+        conformance = conformance.expectations(file);
+    }
     for (format, file) in &args.report {
-        reporters.push(report::file_reporter(*format, file.clone()));
+        conformance = conformance.report(*format, file.clone());
+    }
+    if let Some(dir) = &args.snapshots {
+        conformance = conformance.snapshots(dir.clone());
     }
 
     // Every job costs descriptors (a host, three observers, their
@@ -278,8 +270,6 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     delegation_runner::resources::raise_descriptor_limit();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let report = runtime.block_on(async move {
-        let (events, rx) = tokio::sync::mpsc::unbounded_channel();
-        let reporting = tokio::spawn(report::drain(rx, reporters));
         let (stop, interrupt) = tokio::sync::watch::channel(false);
         // SIGTERM (CI cancelling a job, `timeout`) and SIGHUP (a closed
         // terminal) stop the run as Ctrl-C does.
@@ -295,18 +285,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
             signals.next().await;
             std::process::exit(exit_code::HARNESS_ERROR);
         });
-        let report = delegation_runner::run(
-            scenarios,
-            launcher,
-            Arc::new(ObserverWorlds),
-            options,
-            events,
-            interrupt,
-        )
-        .await;
-        let written = reporting.await.context("a reporter panicked")?;
-        written.context("cannot write a report")?;
-        anyhow::Ok(report)
+        anyhow::Ok(conformance.interrupt(interrupt).run().await?.report)
     })?;
     // The runtime's tasks are gone with it: any adapter, or anything an
     // adapter started, still alive now outlived its scenario.

@@ -51,6 +51,7 @@ pub struct Conformance {
     reports: Vec<(Format, PathBuf)>,
     reporters: Vec<Box<dyn Reporter>>,
     snapshots: Option<PathBuf>,
+    interrupt: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl Conformance {
@@ -67,6 +68,7 @@ impl Conformance {
             reports: Vec::new(),
             reporters: Vec::new(),
             snapshots: None,
+            interrupt: None,
         }
     }
 
@@ -142,6 +144,14 @@ impl Conformance {
         self
     }
 
+    /// Stop the run when this turns `true` (a signal handler's doing): the
+    /// adapters are killed, and the reports say what finished, marked
+    /// interrupted.
+    pub fn interrupt(mut self, stop: tokio::sync::watch::Receiver<bool>) -> Conformance {
+        self.interrupt = Some(stop);
+        self
+    }
+
     /// Also feed the run's events to this reporter (e.g. the human one on stdout).
     pub fn reporter(mut self, reporter: Box<dyn Reporter>) -> Conformance {
         self.reporters.push(reporter);
@@ -165,6 +175,9 @@ impl Conformance {
                 root.display(),
                 catalogue.scenarios.len()
             )));
+        }
+        for (_, file) in &self.reports {
+            report::check_writable(file).map_err(|e| ConformanceError(e.to_string()))?;
         }
         let scenarios = order(&selected, self.seed).into_iter().cloned().collect();
         let expectations = match &self.expectations {
@@ -200,7 +213,10 @@ impl Conformance {
         }
         let (events, rx) = tokio::sync::mpsc::unbounded_channel();
         let reporting = tokio::spawn(report::drain(rx, reporters));
-        let (_keep, interrupt) = tokio::sync::watch::channel(false);
+        // Without an interrupt of the caller's, one that never fires: its
+        // sender lives until the run ends.
+        let (_keep, never) = tokio::sync::watch::channel(false);
+        let interrupt = self.interrupt.take().unwrap_or(never);
         let report = crate::run(
             scenarios,
             launcher,

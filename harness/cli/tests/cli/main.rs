@@ -892,3 +892,44 @@ fn a_changed_snapshot_is_reported_by_every_reporter_and_fails_the_run() {
     assert_eq!(json["scenarios"][0]["snapshot"]["status"], "recorded");
     assert!(written);
 }
+
+#[test]
+fn a_report_that_cannot_be_written_is_refused_before_anything_runs() {
+    let started = std::time::Instant::now();
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--report",
+        "json=/nonexistent-folder/r.json",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("report `/nonexistent-folder/r.json` cannot be written"),
+        "{err}"
+    );
+    assert!(!stdout(&o).contains("PASS"), "nothing ran: {}", stdout(&o));
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    // Positive control: a folder that exists takes the report.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let o = harness(&[
+        "run",
+        "--scenarios",
+        fixtures().to_str().unwrap(),
+        "--report",
+        &format!("json={}", file.display()),
+    ]);
+    assert!(file.exists(), "{}{}", stdout(&o), stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        left.len(),
+        1,
+        "the write check leaves nothing behind: {left:?}"
+    );
+}

@@ -171,8 +171,39 @@ pub(crate) fn write_atomically(file: &std::path::Path, contents: &[u8]) -> io::R
     let mut name = file.file_name().unwrap_or_default().to_os_string();
     name.push(".partial");
     let temporary = file.with_file_name(name);
-    std::fs::write(&temporary, contents)?;
-    std::fs::rename(&temporary, file)
+    std::fs::write(&temporary, contents)
+        .and_then(|()| std::fs::rename(&temporary, file))
+        .map_err(|e| io::Error::new(e.kind(), format!("report `{}`: {e}", file.display())))
+}
+
+/// Checks before a run that a report can be written where it is asked for
+/// (its folder exists and takes a new file), so a typo in a path is found
+/// in a second rather than after the whole catalogue.
+pub fn check_writable(file: &std::path::Path) -> io::Result<()> {
+    let folder = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if file.is_dir() {
+        return Err(io::Error::other(format!(
+            "report `{}` is a directory; name a file in it",
+            file.display()
+        )));
+    }
+    tempfile::Builder::new()
+        .prefix(".delegation-harness-write-check")
+        .tempfile_in(folder)
+        .map(drop)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "report `{}` cannot be written: its folder `{}`: {e}",
+                    file.display(),
+                    folder.display()
+                ),
+            )
+        })
 }
 
 /// One line per failure, shared by the human, JUnit and Markdown reporters.
