@@ -170,6 +170,7 @@ fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
 pub struct Authorizer {
     server: Arc<MockServer>,
     state: Arc<Mutex<State>>,
+    faults: crate::Faults,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -198,17 +199,28 @@ impl Authorizer {
             issued: 0,
             last_allow_receipt: None,
         }));
+        let faults = crate::Faults::default();
         Mock::given(method("POST"))
             .and(path("/authorize"))
-            .respond_with(AuthorizeResponder {
-                state: state.clone(),
+            .respond_with(crate::faults::Guarded {
+                inner: AuthorizeResponder {
+                    state: state.clone(),
+                },
+                faults: faults.clone(),
+                observer: "authorizer",
             })
             .mount(&server)
             .await;
         Ok(Authorizer {
             server: Arc::new(server),
             state,
+            faults,
         })
+    }
+
+    /// This authorizer's own failures (see [`crate::faults`]).
+    pub fn faults(&self) -> crate::Faults {
+        self.faults.clone()
     }
 
     /// Base URL; hosts call `{url}/authorize`.

@@ -7,6 +7,7 @@
 
 pub mod authorizer;
 pub mod canary;
+pub mod faults;
 pub mod model_endpoint;
 pub mod tool_server;
 
@@ -15,6 +16,7 @@ pub use authorizer::{
     Authorizer, AuthorizerMode, RecordedAuthorization,
 };
 pub use canary::{Canary, CanaryHit, find_canaries, find_canaries_in_value};
+pub use faults::Faults;
 pub use model_endpoint::{
     ModelEndpoint, ModelEndpointConfig, ModelEvidence, ModelMatch, ModelReply, ModelRule,
     RecordedModelRequest, WireFormat,

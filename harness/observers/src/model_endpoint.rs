@@ -480,6 +480,7 @@ fn lock(script: &Mutex<Script>) -> MutexGuard<'_, Script> {
 pub struct ModelEndpoint {
     server: Arc<MockServer>,
     script: Arc<Mutex<Script>>,
+    faults: crate::Faults,
 }
 
 impl std::fmt::Debug for ModelEndpoint {
@@ -524,29 +525,38 @@ impl ModelEndpoint {
             ("/v1/responses", WireFormat::Responses),
             ("/v1/messages", WireFormat::AnthropicMessages),
         ];
+        let faults = crate::Faults::default();
+        let guarded = |format| crate::faults::Guarded {
+            inner: Responder {
+                script: script.clone(),
+                format,
+            },
+            faults: faults.clone(),
+            observer: "model endpoint",
+        };
         for (route, format) in routes {
             Mock::given(method("POST"))
                 .and(path(route))
-                .respond_with(Responder {
-                    script: script.clone(),
-                    format,
-                })
+                .respond_with(guarded(format))
                 .with_priority(1)
                 .mount(&server)
                 .await;
         }
         Mock::given(any())
-            .respond_with(Responder {
-                script: script.clone(),
-                format: WireFormat::Unknown,
-            })
+            .respond_with(guarded(WireFormat::Unknown))
             .with_priority(u8::MAX)
             .mount(&server)
             .await;
         Ok(ModelEndpoint {
             server: Arc::new(server),
             script,
+            faults,
         })
+    }
+
+    /// This endpoint's own failures (see [`crate::faults`]).
+    pub fn faults(&self) -> crate::Faults {
+        self.faults.clone()
     }
 
     /// Base URL, e.g. `http://127.0.0.1:PORT`.

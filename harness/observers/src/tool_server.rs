@@ -141,6 +141,7 @@ pub struct ToolServer {
     shared: Arc<Shared>,
     lifetime: Arc<Lifetime>,
     url: String,
+    faults: crate::Faults,
 }
 
 impl std::fmt::Debug for ToolServer {
@@ -194,13 +195,34 @@ impl ToolServer {
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        let router =
-            axum::Router::new()
-                .route_service("/mcp", mcp)
-                .layer(axum::middleware::map_response(
-                    raw_listing::restore_raw_tools,
-                ));
+        let faults = crate::Faults::default();
+        let guard = faults.clone();
+        let router = axum::Router::new()
+            .route_service("/mcp", mcp)
+            .layer(axum::middleware::map_response(
+                raw_listing::restore_raw_tools,
+            ))
+            // Outermost: a failure anywhere on the request's way through the
+            // server is recorded as the tool server's, not the host's.
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let guard = guard.clone();
+                    async move {
+                        let what = format!("{} {}", request.method(), request.uri().path());
+                        guard
+                            .guard_async("tool server", &what, next.run(request))
+                            .await
+                            .unwrap_or_else(|| {
+                                axum::response::IntoResponse::into_response((
+                                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                                    "the harness's tool server failed (its own fault, not the host's)",
+                                ))
+                            })
+                    }
+                },
+            ));
         let shutdown = cancel.clone();
+        let stopped = faults.clone();
         let task = tokio::spawn(async move {
             // Without TCP_NODELAY every small MCP response waits out the peer's
             // delayed ACK (about 40 ms on loopback), once per listing and call.
@@ -214,6 +236,7 @@ impl ToolServer {
                 .await;
             if let Err(e) = served {
                 tracing::warn!("tool server on {addr} stopped: {e}");
+                stopped.record(format!("the tool server on {addr} stopped serving: {e}"));
             }
         });
 
@@ -224,7 +247,13 @@ impl ToolServer {
                 task: Mutex::new(Some(task)),
             }),
             url: format!("http://{addr}/mcp"),
+            faults,
         })
+    }
+
+    /// This server's own failures (see [`crate::faults`]).
+    pub fn faults(&self) -> crate::Faults {
+        self.faults.clone()
     }
 
     /// The MCP endpoint, e.g. `http://127.0.0.1:PORT/mcp`.

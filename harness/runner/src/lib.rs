@@ -28,7 +28,7 @@ pub use conformance::{Conformance, ConformanceError, Outcome, exit_code_for, pro
 pub use events::{EventSink, RunEvent};
 pub use execute::ExecOptions;
 pub use expectations::Expectations;
-pub use observers::ObserverWorlds;
+pub use observers::{BrokenObserverWorlds, Observer, ObserverWorlds};
 pub use run::{RunOptions, RunReport, run};
 pub use scenario::{Scenario, ScenarioError};
 pub use verdict::{Failure, ScenarioResult, SnapshotCheck, Summary, Verdict};

@@ -27,6 +27,20 @@ const RECENT: usize = 5;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ObserverWorlds;
 
+/// Which observer [`BrokenObserverWorlds`] breaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observer {
+    ModelEndpoint,
+    ToolServer,
+    Authorizer,
+}
+
+/// The real observers with one of them broken on purpose from the start,
+/// as a bug in the harness would break it: for the tests that show such a
+/// failure is reported as the harness's, never as the host's.
+#[derive(Clone, Copy, Debug)]
+pub struct BrokenObserverWorlds(pub Observer);
+
 struct ObserverWorld {
     model: ModelEndpoint,
     tools: Option<ToolServer>,
@@ -89,7 +103,39 @@ impl WorldFactory for ObserverWorlds {
     }
 }
 
+#[async_trait]
+impl WorldFactory for BrokenObserverWorlds {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError> {
+        let world = ObserverWorlds.start(setup).await?;
+        let [model, tools, authorizer] = <[_; 3]>::try_from(world.faults())
+            .map_err(|_| err("model-endpoint", "expected three observers' faults"))?;
+        match self.0 {
+            Observer::ModelEndpoint => model.break_on_purpose(),
+            Observer::ToolServer => tools.break_on_purpose(),
+            Observer::Authorizer => authorizer.break_on_purpose(),
+        }
+        Ok(world)
+    }
+}
+
 impl ObserverWorld {
+    /// The model endpoint's, the tool server's and the authorizer's faults,
+    /// in that order (an authorizer the scenario does not use has an empty
+    /// record of its own).
+    fn all_faults(&self) -> Vec<delegation_observers::Faults> {
+        vec![
+            self.model.faults(),
+            self.tools
+                .as_ref()
+                .map(ToolServer::faults)
+                .unwrap_or_default(),
+            self.authorizer
+                .as_ref()
+                .map(Authorizer::faults)
+                .unwrap_or_default(),
+        ]
+    }
+
     fn tools(&self) -> Result<&ToolServer, WorldError> {
         self.tools
             .as_ref()
@@ -276,6 +322,10 @@ impl World for ObserverWorld {
             .as_ref()
             .map(|t| t.definitions())
             .unwrap_or_default()
+    }
+
+    fn faults(&self) -> Vec<delegation_observers::Faults> {
+        self.all_faults()
     }
 
     fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {

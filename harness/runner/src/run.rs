@@ -148,18 +148,26 @@ pub async fn run(
                 id: scenario.id.clone(),
             });
             let mark = descriptors.mark();
+            let watched = FaultWatch::new(worlds.clone());
             let mut execution = execute(
                 &scenario,
                 launcher.as_ref(),
-                worlds.as_ref(),
+                &watched,
                 &options.exec,
                 &events,
             )
             .await;
-            if let Some(shortage) = descriptors.shortage_since(mark)
+            // The harness's own failure (an observer's, or too few
+            // descriptors) decides nothing about the host, whatever the
+            // host did with it.
+            let harness_failure = watched
+                .first_fault()
+                .map(|fault| format!("the harness's own observer failed: {fault}"))
+                .or_else(|| descriptors.shortage_since(mark));
+            if let Some(failure) = harness_failure
                 && !matches!(execution.outcome, RawOutcome::Unsupported(_))
             {
-                execution.outcome = RawOutcome::HarnessError(shortage);
+                execution.outcome = RawOutcome::HarnessError(failure);
                 execution.start_failed = false;
             }
             if execution.start_failed {
@@ -418,4 +426,43 @@ pub fn judge(
     };
     result.redact(&secrets);
     result
+}
+
+/// The worlds one scenario starts, with their observers' fault records kept
+/// past the scenario's end.
+struct FaultWatch {
+    inner: Arc<dyn WorldFactory>,
+    seen: std::sync::Mutex<Vec<delegation_observers::Faults>>,
+}
+
+impl FaultWatch {
+    fn new(inner: Arc<dyn WorldFactory>) -> FaultWatch {
+        FaultWatch {
+            inner,
+            seen: Default::default(),
+        }
+    }
+
+    fn first_fault(&self) -> Option<String> {
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find_map(|f| f.first())
+    }
+}
+
+#[async_trait::async_trait]
+impl WorldFactory for FaultWatch {
+    async fn start(
+        &self,
+        setup: &crate::scenario::Setup,
+    ) -> Result<Box<dyn crate::world::World>, crate::world::WorldError> {
+        let world = self.inner.start(setup).await?;
+        self.seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(world.faults());
+        Ok(world)
+    }
 }

@@ -83,6 +83,12 @@ pub trait World: Send + Sync {
     fn tool_definitions(&self) -> Vec<Value> {
         Vec::new()
     }
+    /// Where the observers record their own failures; read after the
+    /// scenario, so that a failure of the harness is never judged as the
+    /// host's. A world without real observers has none.
+    fn faults(&self) -> Vec<delegation_observers::Faults> {
+        Vec::new()
+    }
     async fn shutdown(&mut self);
 }
 

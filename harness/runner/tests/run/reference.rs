@@ -612,3 +612,65 @@ async fn run_reporting(
     drained.await.unwrap().unwrap();
     report
 }
+
+/// Each observer broken on purpose, as a bug in the harness would break it:
+/// the scenario that uses it is the harness's failure (`harness-error`,
+/// naming the observer), never a fail or an error of the host, although the
+/// host saw the broken observer's 500s. The same scenario with every
+/// observer whole is the positive control.
+#[tokio::test]
+async fn a_broken_observer_is_the_harnesss_failure_never_the_hosts() {
+    use delegation_runner::{BrokenObserverWorlds, Observer};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for (observer, scenario, named) in [
+        (
+            Observer::ModelEndpoint,
+            "zc/001-delegate-within-ceiling",
+            "model endpoint",
+        ),
+        (
+            Observer::ToolServer,
+            "sd/001-unchanged-tool-direct-call-runs",
+            "tool server",
+        ),
+        (
+            Observer::Authorizer,
+            "ea/001-authorizer-called-once-per-delegation",
+            "authorizer",
+        ),
+    ] {
+        let whole = run_catalogue(
+            &root,
+            &[scenario.into()],
+            Arc::new(ReferenceLauncher::default()),
+            Arc::new(ObserverWorlds),
+            1,
+        )
+        .await;
+        assert_pass(result(&whole, scenario));
+
+        let broken = run_catalogue(
+            &root,
+            &[scenario.into()],
+            Arc::new(ReferenceLauncher::default()),
+            Arc::new(BrokenObserverWorlds(observer)),
+            1,
+        )
+        .await;
+        match &result(&broken, scenario).verdict {
+            Verdict::HarnessError { message } => assert!(
+                message.contains(&format!("the {named} failed answering"))
+                    && message.contains("broken on purpose"),
+                "{observer:?}: {message}"
+            ),
+            other => panic!("{observer:?}: expected a harness error, got {other:?}"),
+        }
+        let s = &broken.summary;
+        assert_eq!(
+            s.fail + s.error + s.stale,
+            0,
+            "{observer:?}: the host was blamed: {s:?}"
+        );
+        assert_eq!(s.harness_error, 1, "{observer:?}");
+    }
+}
