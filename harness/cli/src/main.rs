@@ -268,6 +268,9 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     // connections); a run starved of them is reported as the harness's own
     // failure, but better not starved at all.
     delegation_runner::resources::raise_descriptor_limit();
+    if let Some(warning) = delegation_runner::resources::shortage_ahead(args.jobs) {
+        anstream::eprintln!("warning: {warning}");
+    }
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let report = runtime.block_on(async move {
         let (stop, interrupt) = tokio::sync::watch::channel(false);

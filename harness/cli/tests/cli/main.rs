@@ -389,9 +389,17 @@ fn a_run_starved_of_descriptors_blames_the_harness_never_the_host() {
         "{}",
         stderr(&o)
     );
+    // Said up front too, with the --jobs that fits.
+    assert!(
+        stderr(&o).contains("warning: --jobs 16 needs about")
+            && stderr(&o).contains("Lower --jobs to 2 or raise the limit"),
+        "{}",
+        stderr(&o)
+    );
 
     // Positive control: the same run with the descriptors it needs passes.
     let o = tc_run_with_descriptor_limit(None);
+    assert!(!stderr(&o).contains("warning: --jobs"), "{}", stderr(&o));
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     assert!(
         stdout(&o).contains(" 0 failed, 0 errors,") && stdout(&o).contains(" 0 harness errors;"),
