@@ -135,10 +135,12 @@
 
 mod anthropic;
 mod chat;
+mod copilot;
 mod neutral;
 mod responses;
 
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
+pub use copilot::{INITIATOR_HEADER, INTERACTION_TYPE_HEADER, copilot_mcp_tool_name};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -468,6 +470,8 @@ struct Script {
     failing: Option<u16>,
     config: ModelEndpointConfig,
     records: Vec<RecordedModelRequest>,
+    /// The `task` calls answered to GitHub Copilot CLI, for attributing its subagents' requests.
+    copilot: copilot::Delegations,
 }
 
 fn lock(script: &Mutex<Script>) -> MutexGuard<'_, Script> {
@@ -517,6 +521,7 @@ impl ModelEndpoint {
             failing: None,
             config,
             records: Vec::new(),
+            copilot: copilot::Delegations::default(),
         }));
         let routes = [
             ("/neutral/turn", WireFormat::Neutral),
@@ -671,6 +676,9 @@ fn error_response(status: u16, message: &str) -> ResponseTemplate {
 impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let header_instance = header(request, INSTANCE_HEADER);
+        // GitHub Copilot CLI says whose a request is by its own headers and prompts.
+        let copilot = (self.format == WireFormat::ChatCompletions && copilot::is_copilot(request))
+            .then(|| copilot::sender(request));
         let parsed = match self.format {
             WireFormat::Neutral => neutral::parse(request, header_instance.as_deref()),
             WireFormat::ChatCompletions => chat::parse(request),
@@ -725,6 +733,11 @@ impl Respond for Responder {
         if turn.instance.is_none() {
             turn.instance = header_instance;
         }
+        if turn.instance.is_none()
+            && let Some(sender) = &copilot
+        {
+            turn.instance = script.copilot.instance_of(sender);
+        }
         if turn.role.is_none() {
             turn.role = record.role.clone();
         }
@@ -774,6 +787,21 @@ impl Respond for Responder {
             record.reply = Some(reply);
             error_response(status, &format!("scripted failure ({source})"))
         } else {
+            // The record keeps the scripted reply; Copilot is sent its own tools' terms.
+            let sent = match &copilot {
+                Some(sender) => {
+                    let servers = script.config.mcp_server_names.clone();
+                    copilot::copilot_reply(
+                        &reply,
+                        seq,
+                        &record.tools,
+                        &servers,
+                        sender,
+                        &mut script.copilot,
+                    )
+                }
+                None => reply.clone(),
+            };
             let context = RenderContext {
                 seq,
                 model: &turn.model,
@@ -784,7 +812,7 @@ impl Respond for Responder {
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),
-                WireFormat::ChatCompletions => chat::render(&reply, &context),
+                WireFormat::ChatCompletions => chat::render(&sent, &context),
                 WireFormat::Responses => responses::render(&reply, &context),
                 WireFormat::AnthropicMessages => anthropic::render(&reply, &context, &record.tools),
                 WireFormat::Unknown => unreachable!("unknown routes never parse"),
