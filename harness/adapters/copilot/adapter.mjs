@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
 import { ensureCopilot, isolatedEnv, storePaths, runCopilot, killGroup, readSessions, readJson, writeAtomic } from './lib/copilot.mjs';
-import { digestEvents, childrenOf, turnReport, TASK_TOOL } from './lib/mapping.mjs';
+import { digestEvents, childrenOf, turnReport, askedNobody, TASK_TOOL } from './lib/mapping.mjs';
 import { toolCatalogue } from './lib/mcp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
@@ -169,8 +169,8 @@ export class Adapter {
     const sandbox = params.sandbox ?? 'read-only';
     if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('Copilot has no external sandboxes');
     const policy = params.approval_policy ?? 'never';
-    if (policy !== 'never') {
-      throw unsupported(`approval policy ${JSON.stringify(policy)}: \`copilot -p\` has no one to ask (its permission requests are answered only in interactive mode or over ACP, which this adapter does not drive)`);
+    if (!['never', 'on-request', 'untrusted'].includes(policy)) {
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: Copilot's permission rules are per tool kind (shell, write, MCP server, url), not per action class`);
     }
     const names = params.tools || [];
     if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
@@ -208,9 +208,16 @@ export class Adapter {
       '--no-custom-instructions', '--log-dir', this.paths.logs];
     const deny = [];
     const exclude = [];
-    // Nobody is asked in -p mode: everything runs unasked unless a deny rule
-    // refuses it (approval policy `never`).
-    args.push(ceiling.sandbox === 'full-access' ? '--allow-all' : '--allow-all-tools');
+    const allow = [];
+    // `never`: nothing asks; everything runs unless a deny rule refuses it.
+    // `on-request`: writes inside the allowed paths and the sealed read-class
+    // MCP tools run unasked, anything else asks; `untrusted`: everything asks.
+    // Copilot asks a person only interactively (or over ACP); `copilot -p`
+    // answers its own ask with a denial, which turn() reports as the
+    // adapter's gap (-32001), never as Copilot's refusal.
+    if (ceiling.approval_policy === 'never') args.push(ceiling.sandbox === 'full-access' ? '--allow-all' : '--allow-all-tools');
+    else if (ceiling.sandbox === 'full-access') args.push('--allow-all-paths', '--allow-all-urls');
+    if (ceiling.approval_policy === 'on-request' && ceiling.sandbox !== 'read-only') allow.push('write');
     if (ceiling.sandbox === 'read-only') deny.push(...WRITING_KINDS);
     if (ceiling.sandbox && ceiling.sandbox['workspace-write']) {
       for (const r of ceiling.sandbox['workspace-write'].writable_roots || []) args.push('--add-dir', this.hostPath(r));
@@ -226,8 +233,12 @@ export class Adapter {
       args.push('--additional-mcp-config', `@${file}`);
       // A tool served but not sealed is not offered.
       const sealed = new Set(root.sealed || []);
-      for (const entry of this.catalogue.values()) if (!sealed.has(entry.name)) exclude.push(entry.copilot);
+      for (const entry of this.catalogue.values()) {
+        if (!sealed.has(entry.name)) exclude.push(entry.copilot);
+        else if (ceiling.approval_policy === 'on-request' && entry.class === 'read') allow.push(`${entry.server}(${entry.name})`);
+      }
     }
+    for (const rule of allow) args.push(`--allow-tool=${rule}`);
     for (const rule of deny) args.push(`--deny-tool=${rule}`);
     if (exclude.length) args.push(`--excluded-tools=${exclude.join(',')}`);
     return args;
@@ -250,6 +261,10 @@ export class Adapter {
     this.registerChildren(id, digest);
     if (!digest.result && run.code !== 0 && !digest.lastError) {
       throw new RpcError(CODES.HOST_FAILURE, `copilot exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
+    }
+    const asked = askedNobody(digest);
+    if (asked) {
+      throw unsupported(`Copilot asked for permission (${asked}); \`copilot -p\` has no one to ask and denied it itself: a person's approval is not reachable through this adapter`);
     }
     const report = turnReport(digest, {
       nameBack: (name) => this.nameBack(name),

@@ -122,6 +122,20 @@
 //! (the main thread), so an adapter whose instance ids are Claude Code's
 //! session and agent ids needs no relay.
 //!
+//! # GitHub Copilot CLI (Chat Completions)
+//!
+//! A Chat Completions request carrying Copilot's `x-initiator` header is
+//! Copilot's (module `copilot`): it is counted for the session its system
+//! prompt names (`Session folder: .../session-state/<id>`), or, when it has
+//! `x-interaction-type: conversation-subagent`, for the `task` call of this
+//! endpoint that gave the subagent its prompt (its first user message),
+//! `call_harness_<seq>`, the id Copilot records as the subagent's
+//! `toolCallId`. A `spawn` reply is `task {name, description, prompt,
+//! agent_type: role, mode: "sync"}`; a scripted MCP call goes out as
+//! `<server>-<tool>` ([`copilot_mcp_tool_name`]) when only that is offered;
+//! a lifecycle reply is [`NO_LIFECYCLE_TOOL_TEXT`]. The record keeps the
+//! scripted reply. Other Chat Completions clients are answered as above.
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first

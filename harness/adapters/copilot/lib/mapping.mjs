@@ -17,6 +17,18 @@ const REFUSALS = [
   { pattern: /^Tool '.*' does not exist/i, reason: 'no_such_tool' },
 ];
 
+/** Copilot's words when it would have asked a person and `-p` had no one to ask. */
+const NOBODY_TO_ASK = /no interactive user response was available/i;
+
+/** The first call Copilot refused because nobody could answer its permission request (`tool: message`), if any. */
+export function askedNobody(digest) {
+  for (const [id, result] of digest.results) {
+    const message = String((result.error && result.error.message) || '');
+    if (!result.success && NOBODY_TO_ASK.test(message)) return `${digest.toolNames.get(id) || id}: ${message.slice(0, 200)}`;
+  }
+  return null;
+}
+
 /** Everything one run's events say, indexed: the main thread's calls, tool results, subagents started and ended, the result. */
 export function digestEvents(events) {
   const mainCalls = [];
@@ -25,6 +37,7 @@ export function digestEvents(events) {
   const ended = new Map();
   // toolCallId -> the toolCallId of the task call whose subagent made it (absent: the main thread).
   const callOwner = new Map();
+  const toolNames = new Map();
   let result = null;
   let lastText = '';
   let lastError = null;
@@ -33,6 +46,7 @@ export function digestEvents(events) {
     const data = event.data || {};
     if (event.type === 'assistant.message') {
       for (const request of data.toolRequests || []) {
+        toolNames.set(request.toolCallId, request.name);
         if (data.parentToolCallId) callOwner.set(request.toolCallId, data.parentToolCallId);
         else mainCalls.push(request);
       }
@@ -54,7 +68,7 @@ export function digestEvents(events) {
     if (event.type === 'session.error' || event.type === 'model.call_failure') lastError = event;
     if (event.type === 'result') result = event;
   }
-  return { mainCalls, results, started, ended, callOwner, result, lastText, lastError };
+  return { mainCalls, results, started, ended, callOwner, toolNames, result, lastText, lastError };
 }
 
 /** Copilot's refusal of call `id`, if it refused it: `{reason, detail, inferred}`. */

@@ -207,7 +207,6 @@ test('a denied or missing tool is Copilot\'s refusal; a model failure is model_f
     assert.equal((await adapter.request(method, {})).error.code, -32601, method);
   }
   assert.equal((await adapter.request('host/configure', { auto_approve: true })).error.code, -32001);
-  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).error.code, -32001);
   assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: ['shell'], deny: [] } } })).error.code, -32001);
   await adapter.close();
 });
@@ -239,4 +238,22 @@ test('event mapping: a grandchild\'s parent is the subagent whose turn called ta
   const report = turnReport(removed, { nameBack: (n) => (n === copilotToolName('harness', 'notes.read') ? 'notes.read' : n) });
   assert.deepEqual(report.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'no_such_tool' });
   assert.deepEqual(report.inferred, []);
+});
+
+test('on-request: writes run unasked, anything else Copilot asks about is refused by -p itself, which is the adapter\'s gap (-32001), not Copilot\'s refusal', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'copilot-adapter-'));
+  const log = `${store}.log`;
+  const adapter = startAdapter(store, log);
+  await adapter.initialize();
+  await adapter.request('host/configure', { roles: {} });
+  const started = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).result;
+  const write = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:create' })).result;
+  assert.deepEqual(write.tool_call, { tool: 'create', outcome: 'executed', result: 'ran create' });
+  const run = invocations(log)[0];
+  assert.ok(!run.argv.includes('--allow-all-tools'));
+  assert.ok(run.argv.includes('--allow-tool=write'));
+  const shell = await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' });
+  assert.equal(shell.error.code, -32001);
+  assert.match(shell.error.message, /no one to ask/);
+  await adapter.close();
 });

@@ -8,7 +8,9 @@
 //   contains CALL:<tool>     the main thread calls <tool>; one in
 //                            --excluded-tools does not exist, one whose
 //                            permission kind is in --deny-tool is denied,
-//                            any other runs
+//                            one neither allowed (--allow-all-tools, or its
+//                            kind in --allow-tool) would ask, and -p answers
+//                            its own ask with a denial; any other runs
 //   contains FAIL            the model request fails (session.error, exit 1)
 //   anything else            the model answers "ok"
 // Every invocation's argv, cwd and chosen environment are appended to
@@ -82,7 +84,9 @@ if (prompt.includes('FAIL')) {
   const kind = tool === 'bash' ? 'shell' : ['create', 'edit'].includes(tool) ? 'write' : tool.split('-')[0];
   if (excluded.includes(tool)) complete(id, { success: false, error: { message: `Tool '${tool}' does not exist.`, code: 'failure' } });
   else if (denied.includes(kind)) complete(id, { success: false, error: { message: `Permission to run this tool was denied due to the following rules: \`${kind}\``, code: 'denied' } });
-  else complete(id, { success: true, result: { content: `ran ${tool}` } });
+  else if (!argv.includes('--allow-all-tools') && !argv.includes('--allow-all') && !all('--allow-tool').includes(kind) && tool !== 'view') {
+    complete(id, { success: false, error: { message: 'Permission denied because no interactive user response was available. Retry in an interactive session so the user can approve it, or try an alternative that does not require this permission.', code: 'denied' } });
+  } else complete(id, { success: true, result: { content: `ran ${tool}` } });
   assistant('done');
   result();
 } else {
