@@ -61,7 +61,11 @@ async fn copilot_post(endpoint: &ModelEndpoint, interaction: Option<&str>, body:
     if let Some(interaction) = interaction {
         request = request.header(INTERACTION_TYPE_HEADER, interaction);
     }
-    let response = request.json(body).send().await.expect("the endpoint answers");
+    let response = request
+        .json(body)
+        .send()
+        .await
+        .expect("the endpoint answers");
     assert_eq!(response.status(), 200);
     response.json::<Value>().await.unwrap()["choices"][0]["message"].clone()
 }
@@ -76,9 +80,15 @@ fn call_of(message: &Value) -> (String, String, Value) {
 }
 
 #[tokio::test]
-async fn a_copilot_spawn_is_a_sync_task_call_and_its_subagents_requests_are_credited_to_that_call() {
+async fn a_copilot_spawn_is_a_sync_task_call_and_its_subagents_requests_are_credited_to_that_call()
+{
     let endpoint = ModelEndpoint::start(vec![
-        rule("child task", ModelReply::Message { text: "child done".to_string() }),
+        rule(
+            "child task",
+            ModelReply::Message {
+                text: "child done".to_string(),
+            },
+        ),
         rule("DELEGATE", spawn("worker", "child task: summarise")),
     ])
     .await
@@ -87,22 +97,38 @@ async fn a_copilot_spawn_is_a_sync_task_call_and_its_subagents_requests_are_cred
     let parent = copilot_post(
         &endpoint,
         Some("conversation-user"),
-        &body(vec![system(Some(SESSION)), user("DELEGATE now")], &["task", "bash"]),
+        &body(
+            vec![system(Some(SESSION)), user("DELEGATE now")],
+            &["task", "bash"],
+        ),
     )
     .await;
     let (call_id, name, arguments) = call_of(&parent);
     assert_eq!(name, "task");
     assert_eq!(arguments["prompt"], "child task: summarise");
     assert_eq!(arguments["agent_type"], "worker");
-    assert_eq!(arguments["mode"], "sync", "in the foreground: the parent's turn waits for its child");
+    assert_eq!(
+        arguments["mode"], "sync",
+        "in the foreground: the parent's turn waits for its child"
+    );
 
     // The subagent's requests: Copilot's header, the same session folder, the prompt as first user message.
     let child_messages = vec![system(Some(SESSION)), user("child task: summarise")];
-    copilot_post(&endpoint, Some("conversation-subagent"), &body(child_messages.clone(), &["bash"])).await;
+    copilot_post(
+        &endpoint,
+        Some("conversation-subagent"),
+        &body(child_messages.clone(), &["bash"]),
+    )
+    .await;
     let mut follow_up = child_messages;
     follow_up.push(json!({ "role": "assistant", "content": null, "tool_calls": [] }));
     follow_up.push(json!({ "role": "tool", "tool_call_id": "x", "content": "ran" }));
-    copilot_post(&endpoint, Some("conversation-subagent"), &body(follow_up, &["bash"])).await;
+    copilot_post(
+        &endpoint,
+        Some("conversation-subagent"),
+        &body(follow_up, &["bash"]),
+    )
+    .await;
     // A custom agent's requests carry no session folder: the prompt alone decides.
     copilot_post(
         &endpoint,
@@ -115,7 +141,11 @@ async fn a_copilot_spawn_is_a_sync_task_call_and_its_subagents_requests_are_cred
         &endpoint,
         None,
         &body(
-            vec![system(Some(SESSION)), user("DELEGATE now"), json!({ "role": "tool", "tool_call_id": call_id, "content": "child done" })],
+            vec![
+                system(Some(SESSION)),
+                user("DELEGATE now"),
+                json!({ "role": "tool", "tool_call_id": call_id, "content": "child done" }),
+            ],
             &["task"],
         ),
     )
@@ -156,13 +186,19 @@ async fn a_subagent_is_not_credited_across_sessions_or_for_a_prompt_no_call_gave
     copilot_post(
         &endpoint,
         Some("conversation-subagent"),
-        &body(vec![system(Some(OTHER_SESSION)), user("child task")], &["bash"]),
+        &body(
+            vec![system(Some(OTHER_SESSION)), user("child task")],
+            &["bash"],
+        ),
     )
     .await;
     copilot_post(
         &endpoint,
         Some("conversation-subagent"),
-        &body(vec![system(Some(SESSION)), user("something else")], &["bash"]),
+        &body(
+            vec![system(Some(SESSION)), user("something else")],
+            &["bash"],
+        ),
     )
     .await;
     let records = endpoint.requests();
@@ -173,7 +209,13 @@ async fn a_subagent_is_not_credited_across_sessions_or_for_a_prompt_no_call_gave
 #[tokio::test]
 async fn a_scripted_mcp_call_goes_out_under_copilots_name_and_other_clients_are_unchanged() {
     let endpoint = ModelEndpoint::start(vec![
-        rule("READ", ModelReply::ToolCall { tool: "notes.read".to_string(), arguments: json!({}) }),
+        rule(
+            "READ",
+            ModelReply::ToolCall {
+                tool: "notes.read".to_string(),
+                arguments: json!({}),
+            },
+        ),
         rule("DELEGATE", spawn("worker", "child task")),
     ])
     .await
@@ -181,7 +223,10 @@ async fn a_scripted_mcp_call_goes_out_under_copilots_name_and_other_clients_are_
     let read = copilot_post(
         &endpoint,
         Some("conversation-user"),
-        &body(vec![system(Some(SESSION)), user("READ")], &["harness-notes-read", "task"]),
+        &body(
+            vec![system(Some(SESSION)), user("READ")],
+            &["harness-notes-read", "task"],
+        ),
     )
     .await;
     assert_eq!(call_of(&read).1, "harness-notes-read");
@@ -189,7 +234,10 @@ async fn a_scripted_mcp_call_goes_out_under_copilots_name_and_other_clients_are_
     // Without Copilot's headers the request is another client's (opencode): its own task shape, no attribution.
     let response = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", endpoint.url()))
-        .json(&body(vec![system(Some(SESSION)), user("DELEGATE")], &["task"]))
+        .json(&body(
+            vec![system(Some(SESSION)), user("DELEGATE")],
+            &["task"],
+        ))
         .send()
         .await
         .unwrap();
