@@ -95,8 +95,7 @@ export function refusalOf(digest, id, toolName) {
 export function childrenOf(digest, rootId) {
   const out = [];
   for (const [toolCallId, child] of digest.started) {
-    const owner = digest.callOwner.get(toolCallId);
-    const parent = owner && digest.started.has(owner) ? owner : owner || rootId;
+    const parent = digest.callOwner.get(toolCallId) || rootId;
     out.push({ id: toolCallId, parent, role: child.agentName, agentId: child.agentId, state: digest.ended.get(toolCallId) || 'running' });
   }
   return out;
