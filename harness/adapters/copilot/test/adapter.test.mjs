@@ -1,9 +1,9 @@
 // The adapter end to end over stdio, as the harness runs it, against the fake copilot (no Copilot CLI needed): node --test harness/adapters/copilot/test/*.test.mjs
 
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, existsSync } from 'node:fs';
+import { mkdtempSync as makeTemp, readFileSync, readdirSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,14 @@ import { digestEvents, turnReport, childrenOf } from '../lib/mapping.mjs';
 import { copilotToolName } from '../lib/mcp.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
+// Every store and fake-copilot log a test makes, removed when the tests end.
+const made = [];
+const mkdtempSync = (prefix) => {
+  const dir = makeTemp(prefix);
+  made.push(dir, `${dir}.log`);
+  return dir;
+};
+after(() => { for (const path of made) rmSync(path, { recursive: true, force: true }); });
 const ADAPTER = join(HERE, '..', 'adapter.mjs');
 const FAKE = join(HERE, 'fake-copilot.mjs');
 
