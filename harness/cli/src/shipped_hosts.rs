@@ -23,7 +23,7 @@ pub struct ShippedHost {
     pub pinned: &'static str,
 }
 
-pub const SHIPPED_HOSTS: [ShippedHost; 3] = [
+pub const SHIPPED_HOSTS: [ShippedHost; 4] = [
     ShippedHost {
         name: "opencode",
         interpreter: "node",
@@ -41,6 +41,12 @@ pub const SHIPPED_HOSTS: [ShippedHost; 3] = [
         interpreter: "node",
         script: "adapter.mjs",
         pinned: "@anthropic-ai/claude-code@2.1.332",
+    },
+    ShippedHost {
+        name: "copilot",
+        interpreter: "node",
+        script: "adapter.mjs",
+        pinned: "@github/copilot@1.0.102",
     },
 ];
 
@@ -154,6 +160,14 @@ mod tests {
         let claude = resolve("claude-code", Some(&adapters)).unwrap();
         assert!(claude.command.starts_with("node "));
         assert!(claude.command.ends_with("claude-code/adapter.mjs"));
+        std::fs::write(adapters.join("copilot/expectations.json"), "{}").unwrap();
+        let copilot = resolve("copilot", Some(&adapters)).unwrap();
+        assert!(copilot.command.starts_with("node "));
+        assert!(copilot.command.ends_with("copilot/adapter.mjs"));
+        assert_eq!(
+            copilot.expectations,
+            Some(adapters.join("copilot/expectations.json"))
+        );
     }
 
     #[test]

@@ -122,6 +122,20 @@
 //! (the main thread), so an adapter whose instance ids are Claude Code's
 //! session and agent ids needs no relay.
 //!
+//! # GitHub Copilot CLI (Chat Completions)
+//!
+//! A Chat Completions request carrying Copilot's `x-initiator` header is
+//! Copilot's (module `copilot`): it is counted for the session its system
+//! prompt names (`Session folder: .../session-state/<id>`), or, when it has
+//! `x-interaction-type: conversation-subagent`, for the `task` call of this
+//! endpoint that gave the subagent its prompt (its first user message),
+//! `call_harness_<seq>`, the id Copilot records as the subagent's
+//! `toolCallId`. A `spawn` reply is `task {name, description, prompt,
+//! agent_type: role, mode: "sync"}`; a scripted MCP call goes out as
+//! `<server>-<tool>` ([`copilot_mcp_tool_name`]) when only that is offered;
+//! a lifecycle reply is [`NO_LIFECYCLE_TOOL_TEXT`]. The record keeps the
+//! scripted reply. Other Chat Completions clients are answered as above.
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
@@ -135,10 +149,12 @@
 
 mod anthropic;
 mod chat;
+mod copilot;
 mod neutral;
 mod responses;
 
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
+pub use copilot::{INITIATOR_HEADER, INTERACTION_TYPE_HEADER, copilot_mcp_tool_name};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -468,6 +484,8 @@ struct Script {
     failing: Option<u16>,
     config: ModelEndpointConfig,
     records: Vec<RecordedModelRequest>,
+    /// The `task` calls answered to GitHub Copilot CLI, for attributing its subagents' requests.
+    copilot: copilot::Delegations,
 }
 
 fn lock(script: &Mutex<Script>) -> MutexGuard<'_, Script> {
@@ -518,6 +536,7 @@ impl ModelEndpoint {
             failing: None,
             config,
             records: Vec::new(),
+            copilot: copilot::Delegations::default(),
         }));
         let routes = [
             ("/neutral/turn", WireFormat::Neutral),
@@ -681,6 +700,9 @@ fn error_response(status: u16, message: &str) -> ResponseTemplate {
 impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let header_instance = header(request, INSTANCE_HEADER);
+        // GitHub Copilot CLI says whose a request is by its own headers and prompts.
+        let copilot = (self.format == WireFormat::ChatCompletions && copilot::is_copilot(request))
+            .then(|| copilot::sender(request));
         let parsed = match self.format {
             WireFormat::Neutral => neutral::parse(request, header_instance.as_deref()),
             WireFormat::ChatCompletions => chat::parse(request),
@@ -735,6 +757,11 @@ impl Respond for Responder {
         if turn.instance.is_none() {
             turn.instance = header_instance;
         }
+        if turn.instance.is_none()
+            && let Some(sender) = &copilot
+        {
+            turn.instance = script.copilot.instance_of(sender);
+        }
         if turn.role.is_none() {
             turn.role = record.role.clone();
         }
@@ -784,6 +811,21 @@ impl Respond for Responder {
             record.reply = Some(reply);
             error_response(status, &format!("scripted failure ({source})"))
         } else {
+            // The record keeps the scripted reply; Copilot is sent its own tools' terms.
+            let sent = match &copilot {
+                Some(sender) => {
+                    let servers = script.config.mcp_server_names.clone();
+                    copilot::copilot_reply(
+                        &reply,
+                        seq,
+                        &record.tools,
+                        &servers,
+                        sender,
+                        &mut script.copilot,
+                    )
+                }
+                None => reply.clone(),
+            };
             let context = RenderContext {
                 seq,
                 model: &turn.model,
@@ -794,7 +836,7 @@ impl Respond for Responder {
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),
-                WireFormat::ChatCompletions => chat::render(&reply, &context),
+                WireFormat::ChatCompletions => chat::render(&sent, &context),
                 WireFormat::Responses => responses::render(&reply, &context),
                 WireFormat::AnthropicMessages => anthropic::render(&reply, &context, &record.tools),
                 WireFormat::Unknown => unreachable!("unknown routes never parse"),
