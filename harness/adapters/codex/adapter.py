@@ -1188,13 +1188,15 @@ class Adapter:
         if inst["thread"] not in self.loaded:
             loaded = self.reload(inst)
             if loaded is not None:
-                return loaded
+                return dict(loaded, tool_call={"tool": tool, "outcome": "denied", "reason": loaded["reason"]})
         answer = self.server.call("mcpServer/tool/call", {"threadId": inst["thread"], "server": server, "tool": tool,
                                                          "arguments": p.get("arguments") or {}}, timeout=TURN_DEADLINE_S)
         if "error" in answer:
             message = answer["error"].get("message", "")
             if inst["state"] in TERMINAL and terminal_refusal(message):
-                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message}
+                # the protocol's refusal of a direct call carries the call's own outcome too
+                return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message,
+                        "tool_call": {"tool": tool, "outcome": "denied", "reason": "instance_terminal"}}
             # codex passes an MCP server's error on as its own (in this catalogue always the
             # server's "no tool named X"): codex refused nothing it could name, so the call is
             # reported dispatched, and that reading of codex's error is marked inferred

@@ -334,6 +334,8 @@ class Mapping(unittest.TestCase):
         self.d.call("instance/close", {"instance": iid})
         closed = self.d.call("instance/tool_call", {"instance": iid, "tool": "notes.read"})["result"]
         self.assertEqual((closed["outcome"], closed["reason"]), ("denied", "instance_terminal"))
+        # the refused call's own outcome, as the protocol's direct call reports it
+        self.assertEqual(closed["tool_call"], {"tool": "notes.read", "outcome": "denied", "reason": "instance_terminal"})
 
     def test_tool_call_without_mcp_server_is_32001(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
@@ -779,17 +781,20 @@ class Expectations(unittest.TestCase):
         self.x = expectations
 
     def test_reasons_name_the_missing_capability_property_or_method(self):
-        twins = {"tr/001-x": "tr/036-x-spawned"}
-        self.assertEqual(self.x.reason_for("a", [("capability", "receipts"), ("capability", "clock")], {}),
+        twins = {"tr/001-x": "tr/036-x-spawned", "ce/017-z": "ce/030-z-spawned"}
+        self.assertEqual(self.x.reason_for("a", [("capability", "receipts"), ("capability", "clock")], {}, set()),
                          self.x.CAPABILITY["receipts"] + "; " + self.x.CAPABILITY["clock"])
         self.assertIn("its spawn-based twin tr/036-x-spawned is what runs on codex",
-                      self.x.reason_for("tr/001-x", [("method", "instance/delegate")], twins))
-        self.assertIn("no spawn-based twin", self.x.reason_for("ce/001-y", [("method", "instance/delegate")], twins))
+                      self.x.reason_for("tr/001-x", [("method", "instance/delegate")], twins, set()))
+        self.assertIn("no spawn-based twin", self.x.reason_for("ce/001-y", [("method", "instance/delegate")], twins, set()))
+        # a twin that is unsupported itself (its spawn asks for authority) is not said to run
+        self.assertIn("its spawn-based twin ce/030-z-spawned cannot run on codex either",
+                      self.x.reason_for("ce/017-z", [("method", "instance/delegate")], twins, {"ce/030-z-spawned"}))
         self.assertEqual(self.x.causes_from_report(["wait", "method `instance/cancel` (step 3)",
                                                      "what this scenario asks of it: it declares `reusable-agents`"]),
                          [("capability", "wait"), ("method", "instance/cancel"), ("property", "reusable-agents")])
         with self.assertRaises(SystemExit):
-            self.x.reason_for("a", [("capability", "teleportation")], {})
+            self.x.reason_for("a", [("capability", "teleportation")], {}, set())
 
     def test_known_unsupported_causes_are_derived_again(self):
         scenario = {"id": "z", "needs": ["nested-delegation", "wait", "full-access-children"], "unless": ["reusable-agents"]}

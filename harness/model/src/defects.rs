@@ -142,6 +142,8 @@ defects! {
         "a follow-up to a closed instance is refused but kept in a queue, and the queue is flushed to the model on the next turn";
     LifecycleResumeReopens, "lifecycle-resume-reopens", TR1,
         "the model's own resume tool (codex's resume_agent) reopens a closed child, so the input its model sends next reaches the model";
+    ModelWaitRunsTurn, "model-wait-runs-turn", LW1,
+        "the model's own wait tool (codex's wait_agent) nudges an idle child with an empty input to collect its status, so the wait costs a model request for the child";
 }
 
 impl fmt::Display for Defect {

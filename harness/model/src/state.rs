@@ -1476,6 +1476,10 @@ impl HostState {
             LifecycleOp::Close => {
                 LifecyclePlan::Done(self.end(journal, target, LifecycleState::Closed))
             }
+            // Defect model-wait-runs-turn: the wait runs the target's turn on an empty input.
+            LifecycleOp::Wait if self.has_defect(Defect::ModelWaitRunsTurn) => {
+                LifecyclePlan::Turn { input }
+            }
             LifecycleOp::Wait => LifecyclePlan::Done(self.wait(target, self.now)),
         }
     }

@@ -124,7 +124,7 @@ def causes_again(scenario, previous_reason):
                      % scenario["id"])
 
 
-def reason_for(scenario_id, causes, twins):
+def reason_for(scenario_id, causes, twins, unsupported):
     parts = []
     for kind, name in causes:
         table = {"capability": CAPABILITY, "property": PROPERTY, "method": METHOD}[kind]
@@ -133,8 +133,12 @@ def reason_for(scenario_id, causes, twins):
         text = table[name]
         if kind == "method" and name == "instance/delegate":
             twin = twins.get(scenario_id)
-            text += ("; its spawn-based twin %s is what runs on codex" % twin if twin
-                     else "; the catalogue has no spawn-based twin of it yet")
+            if twin is None:
+                text += "; the catalogue has no spawn-based twin of it yet"
+            elif twin in unsupported:
+                text += "; its spawn-based twin %s cannot run on codex either (see its entry)" % twin
+            else:
+                text += "; its spawn-based twin %s is what runs on codex" % twin
         if text not in parts:
             parts.append(text)
     if not parts:
@@ -155,6 +159,7 @@ def main(argv):
         previous = {e["scenario"]: e["reason"] for e in json.load(f)["known"]}
     scenarios = catalogue(os.path.join(ADAPTER_DIR, "..", "..", "..", "scenarios"))
     twins = {s["twin_of"]: sid for sid, s in scenarios.items() if s.get("twin_of")}
+    unsupported = {s["id"] for s in report["scenarios"] if s["raw_verdict"] == "unsupported"}
     known, left_out, stale = [], [], []
     for s in sorted(report["scenarios"], key=lambda s: s["id"]):
         sid, raw = s["id"], s["raw_verdict"]
@@ -174,7 +179,7 @@ def main(argv):
         elif raw == "unsupported":
             causes = (causes_from_report(s["missing"]) if s.get("missing")
                       else causes_again(scenarios[sid], previous.get(sid)))
-            known.append({"scenario": sid, "expect": "unsupported", "reason": reason_for(sid, causes, twins)})
+            known.append({"scenario": sid, "expect": "unsupported", "reason": reason_for(sid, causes, twins, unsupported)})
         elif raw != "pass":
             left_out.append("%s (%s)" % (sid, s["verdict"] if s["verdict"] == "inconclusive" else raw))
     if stale:
