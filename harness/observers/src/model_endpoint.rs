@@ -122,6 +122,40 @@
 //! (the main thread), so an adapter whose instance ids are Claude Code's
 //! session and agent ids needs no relay.
 //!
+//! # Gemini (Gemini CLI)
+//!
+//! `POST {model_endpoint}/v1beta/models/<model>:streamGenerateContent?alt=sse`
+//! (SSE) and `POST .../<model>:generateContent` (one JSON response). The text
+//! matched by `input_contains` is the last `user` content: its
+//! `functionResponse` parts when it has any (also what `tool_result_contains`
+//! reads: each response's `output`, else `error`, else the response as JSON),
+//! else its text parts without Gemini CLI's `<session_context>` part. Tools are
+//! the `functionDeclarations` of every `tools` entry, digested as declared
+//! (`{name, description, parametersJsonSchema}`). A `spawn` reply is a call of
+//! `invoke_agent {agent_name: role, prompt: task}` whose function-call id is
+//! `harness_spawn_<seq>` ([`gemini::spawn_call_id`]); a `message` reply to a
+//! subagent is its `complete_task` call (`{result: {response: text}}`, or
+//! `{result: text}` when `result` is declared a string), the only way a
+//! Gemini CLI subagent ends without a reminder request; a `tool_call` goes out
+//! under the scripted name when offered, else under Gemini CLI's
+//! `mcp_<server>_<tool>` name for it ([`gemini_mcp_tool_name`]) when exactly
+//! one configured server's is offered; every `lifecycle` reply is the plain
+//! message [`NO_LIFECYCLE_TOOL_TEXT`] (Gemini CLI has no tool to reach a
+//! subagent from outside its call). Requests asking for JSON by a response
+//! schema (the complexity router's `generateContent`, the next-speaker check)
+//! or offering no tools are auxiliary; they are answered with a minimal value
+//! of their schema, so Gemini CLI does not retry them.
+//!
+//! Attribution by what Gemini CLI sends: a subagent's request is told apart
+//! by its tools (it is offered `complete_task` and not `invoke_agent`) and is
+//! counted for the `invoke_agent` call this endpoint answered whose prompt
+//! the subagent's conversation opens with (the call id above, which Gemini CLI
+//! keeps in its session store beside the subagent's `agentId`); with no such
+//! call, or several with that prompt, it is unattributed, never counted for
+//! the instance a header names. Any other request is counted for its
+//! `x-delegation-instance` header (an adapter sets it for the process's main
+//! session with `GEMINI_CLI_CUSTOM_HEADERS`).
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
@@ -135,10 +169,12 @@
 
 mod anthropic;
 mod chat;
+pub mod gemini;
 mod neutral;
 mod responses;
 
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
+pub use gemini::gemini_mcp_tool_name;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -148,7 +184,7 @@ use delegation_model::{Evidence, LifecycleCall, SpawnRequest, ToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{any, method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::ObserverError;
@@ -299,6 +335,8 @@ pub enum WireFormat {
     ChatCompletions,
     Responses,
     AnthropicMessages,
+    /// Gemini `generateContent` / `streamGenerateContent`.
+    Gemini,
     /// Any other path: answered 404, still recorded.
     Unknown,
 }
@@ -432,6 +470,8 @@ struct RenderContext<'a> {
     config: &'a ModelEndpointConfig,
     /// The tools the request offered the model, by name.
     offered_tools: &'a BTreeMap<String, String>,
+    /// What a Gemini request said beyond the parsed turn (nothing for other formats).
+    gemini: &'a gemini::GeminiTurn,
 }
 
 impl RenderContext<'_> {
@@ -535,6 +575,15 @@ impl ModelEndpoint {
                 .mount(&server)
                 .await;
         }
+        Mock::given(method("POST"))
+            .and(path_regex(gemini::ROUTE))
+            .respond_with(Responder {
+                script: script.clone(),
+                format: WireFormat::Gemini,
+            })
+            .with_priority(1)
+            .mount(&server)
+            .await;
         Mock::given(any())
             .respond_with(Responder {
                 script: script.clone(),
@@ -671,14 +720,20 @@ fn error_response(status: u16, message: &str) -> ResponseTemplate {
 impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let header_instance = header(request, INSTANCE_HEADER);
+        let mut gemini_turn = gemini::GeminiTurn::default();
         let parsed = match self.format {
             WireFormat::Neutral => neutral::parse(request, header_instance.as_deref()),
             WireFormat::ChatCompletions => chat::parse(request),
             WireFormat::Responses => responses::parse(request),
             WireFormat::AnthropicMessages => anthropic::parse(request),
+            WireFormat::Gemini => gemini::parse(request).map(|(turn, gemini)| {
+                gemini_turn = gemini;
+                turn
+            }),
             WireFormat::Unknown => Err(format!(
                 "no model route at {} {}; this endpoint serves POST /neutral/turn, \
-                 POST /v1/chat/completions, POST /v1/responses and POST /v1/messages",
+                 POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and \
+                 POST /v1beta/models/<model>:streamGenerateContent (or :generateContent)",
                 request.method,
                 request.url.path()
             )),
@@ -722,7 +777,12 @@ impl Respond for Responder {
                 return error_response(status, &message);
             }
         };
-        if turn.instance.is_none() {
+        if let Some(task) = &gemini_turn.subagent_task {
+            // A Gemini CLI subagent shares its parent's process and headers.
+            turn.instance = gemini::spawned_instance(task, &script.records);
+            record.instance = UNATTRIBUTED.to_string();
+            record.attribution = Attribution::Unattributed;
+        } else if turn.instance.is_none() {
             turn.instance = header_instance;
         }
         if turn.role.is_none() {
@@ -781,12 +841,14 @@ impl Respond for Responder {
                 include_usage: turn.include_usage,
                 config: &script.config,
                 offered_tools: &record.tools,
+                gemini: &gemini_turn,
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),
                 WireFormat::ChatCompletions => chat::render(&reply, &context),
                 WireFormat::Responses => responses::render(&reply, &context),
                 WireFormat::AnthropicMessages => anthropic::render(&reply, &context, &record.tools),
+                WireFormat::Gemini => gemini::render(&reply, &context, request),
                 WireFormat::Unknown => unreachable!("unknown routes never parse"),
             };
             record.reply = Some(reply);
