@@ -157,9 +157,13 @@ export class Adapter {
     const sandbox = params.sandbox ?? 'read-only';
     if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('Gemini CLI has no external sandboxes');
     const policy = params.approval_policy ?? 'never';
-    // `gemini -p` has no one to ask: a tool that would ask is not run. A
-    // person's approval would need Gemini CLI's ACP mode, not driven here.
-    if (policy !== 'never') throw unsupported(`approval policy ${JSON.stringify(policy)}: a headless Gemini CLI run asks no one; only \`never\` is expressed`);
+    // `gemini -p` asks no one: a tool that would ask is refused. Under
+    // `never` that refusal is the policy; under `on-request` and `untrusted`
+    // a turn that would have asked is answered -32001 (see turn). A granular
+    // policy has no Gemini CLI form.
+    if (!['never', 'on-request', 'untrusted'].includes(policy)) {
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: Gemini CLI's policy rules are per tool, not per action class`);
+    }
     const names = params.tools || [];
     if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
     const catalogue = names.length ? await this.refreshCatalogue() : this.catalogue;
@@ -185,17 +189,28 @@ export class Adapter {
     return { outcome: 'ok', instance: id, effective: ceiling, inferred: ['effective'] };
   }
 
-  /** The policy file carrying a root's ceiling: invoke_agent and tools it may not hold denied, sealed MCP tools allowed. */
+  /** The policy file carrying a root's ceiling: invoke_agent and tools it may not hold denied, sealed MCP tools allowed. Answers `{file, denied}`. */
   writePolicy(id, root) {
     const rules = [];
-    const rule = (toolName, decision, priority) => rules.push(`[[rule]]\ntoolName = ${tomlString(toolName)}\ndecision = "${decision}"\npriority = ${priority}\n`);
+    const denied = new Set();
+    const rule = (toolName, decision, priority) => {
+      if (decision === 'deny') denied.add(toolName);
+      rules.push(`[[rule]]\ntoolName = ${tomlString(toolName)}\ndecision = "${decision}"\npriority = ${priority}\n`);
+    };
     if (root.ceiling.delegation_depth === 0) rule('invoke_agent', 'deny', 900);
     if (root.ceiling.sandbox === 'read-only') for (const t of WRITING_TOOLS) rule(t, 'deny', 900);
     const sealed = new Set(root.sealed || []);
-    for (const entry of this.catalogue.values()) rule(entry.gemini, sealed.has(entry.name) ? 'allow' : 'deny', 900);
+    // A sealed tool runs unasked under `never` (nobody to ask), and under
+    // `on-request` when it only reads; every other sealed tool is left to
+    // Gemini CLI's default, which asks. A tool served but not sealed is denied.
+    const policy = root.ceiling.approval_policy;
+    for (const entry of this.catalogue.values()) {
+      if (!sealed.has(entry.name)) rule(entry.gemini, 'deny', 900);
+      else if (policy === 'never' || (policy === 'on-request' && entry.class === 'read')) rule(entry.gemini, 'allow', 900);
+    }
     const file = join(this.paths.policies, `${id}.toml`);
     writeAtomic(file, rules.join('\n') || '# no rules: Gemini CLI\'s defaults\n');
-    return file;
+    return { file, denied };
   }
 
   async turn(params) {
@@ -207,10 +222,11 @@ export class Adapter {
       return denied('instance_unknown', `no instance ${id}`, ['reason']);
     }
     const sessions = readStore(this.paths.gemini);
+    const policy = this.writePolicy(id, instance);
     const args = [
       '-m', GEMINI_MODEL, '-o', 'stream-json',
       sessions.has(id) ? '--resume' : '--session-id', id,
-      '--policy', this.writePolicy(id, instance),
+      '--policy', policy.file,
       '--approval-mode', instance.ceiling.sandbox === 'full-access' ? 'yolo' : 'default',
       `--prompt=${input}`,
     ];
@@ -233,7 +249,11 @@ export class Adapter {
       nameBack: (name) => this.nameBack(name),
       childEffective: () => this.childCeiling(instance.ceiling),
       stderr: run.stderr,
+      policyDenied: policy.denied,
     });
+    if (report.asks && instance.ceiling.approval_policy !== 'never') {
+      throw unsupported(`Gemini CLI would ask a person before ${report.turn.tool} (${report.detail}); a headless \`gemini -p\` run cannot ask, so approval policy ${instance.ceiling.approval_policy} is not expressed for this call`);
+    }
     return {
       outcome: 'ok', instance: id, turn: report.turn,
       ...(report.tool_call ? { tool_call: report.tool_call } : {}),

@@ -8,6 +8,10 @@ import { DELEGATION_TOOL, callIdOf } from './gemini.mjs';
  * reason is the adapter's reading and is marked inferred.
  */
 const REFUSALS = [
+  // A tool that would ask a person, in a headless run: nobody can answer, so
+  // Gemini CLI refuses it. With approval policy `never` that is the denial
+  // the policy means; otherwise the run could not ask (`asks`).
+  { pattern: /requires user confirmation, which is not supported in non-interactive mode/i, reason: 'policy_denied', asks: true },
   // A policy rule with decision "deny" on a tool Gemini CLI still knows.
   { pattern: /denied by policy|policy (engine|rule)/i, reason: 'policy_denied' },
   // A call of a tool the request did not offer (a deny rule removes a tool
@@ -17,9 +21,21 @@ const REFUSALS = [
   { pattern: /not found in registry|not found|is not available/i, reason: 'no_such_tool' },
 ];
 
-function refusal(result) {
+/**
+ * The reason of a refused call. A tool Gemini CLI does not know because the
+ * adapter's own policy removed it is `policy_denied`, but that is the
+ * adapter's knowledge of why (Gemini CLI says only "not found"): inferred.
+ */
+function refusal(result, tool, policyDenied) {
   const text = String((result && ((result.error && (result.error.message || result.error)) || result.output)) || '');
-  for (const { pattern, reason } of REFUSALS) if (pattern.test(text)) return { reason, detail: `Gemini CLI: ${text.slice(0, 300)}` };
+  for (const { pattern, reason, asks } of REFUSALS) {
+    if (!pattern.test(text)) continue;
+    if (asks) return { reason, asks, detail: `Gemini CLI: ${text.slice(0, 300)}` };
+    if (reason === 'no_such_tool' && policyDenied.has(tool)) {
+      return { reason: 'policy_denied', detail: `the adapter's policy denies ${tool}, so Gemini CLI did not register it: ${text.slice(0, 300)}`, inferred: true };
+    }
+    return { reason, detail: `Gemini CLI: ${text.slice(0, 300)}` };
+  }
   return { reason: 'policy_denied', detail: `Gemini CLI refused the call without a known reason: ${text.slice(0, 300)}`, inferred: true };
 }
 
@@ -43,10 +59,11 @@ export function digestEvents(events) {
  * (the scripted model answers the turn's input with it), else the final
  * message; a run whose result is an error is `model_failed`. `subagents` are
  * the ones Gemini CLI's session store records for this session: a spawn is
- * `ok` only when the store holds a subagent for the call. Answers
+ * `ok` only when the store holds a subagent for the call. `policyDenied`
+ * names the tools the adapter's policy file denied for this run. Answers
  * `{turn, tool_call?, detail?, inferred}` for the ActionResult.
  */
-export function turnReport(events, { subagents = [], nameBack = (n) => n, childEffective = () => undefined, stderr = '' } = {}) {
+export function turnReport(events, { subagents = [], nameBack = (n) => n, childEffective = () => undefined, stderr = '', policyDenied = new Set() } = {}) {
   const digest = digestEvents(events);
   const first = digest.calls[0];
   if (!first) {
@@ -69,7 +86,7 @@ export function turnReport(events, { subagents = [], nameBack = (n) => n, childE
       };
     }
     const refused = result && result.status !== 'success'
-      ? refusal(result)
+      ? refusal(result, first.tool_name, policyDenied)
       : { reason: 'policy_denied', detail: 'Gemini CLI recorded no subagent for the invoke_agent call and said nothing about it', inferred: true };
     return {
       turn: { reply: 'spawn', spawn: { outcome: 'denied', reason: refused.reason, detail: refused.detail, ...(refused.inferred ? { inferred: ['reason'] } : {}) } },
@@ -84,11 +101,12 @@ export function turnReport(events, { subagents = [], nameBack = (n) => n, childE
       inferred: [],
     };
   }
-  const refused = result ? refusal(result) : { reason: 'policy_denied', detail: 'Gemini CLI reported no result for the call', inferred: true };
+  const refused = result ? refusal(result, first.tool_name, policyDenied) : { reason: 'policy_denied', detail: 'Gemini CLI reported no result for the call', inferred: true };
   return {
     turn: { reply: 'tool_call', tool },
     tool_call: { tool, outcome: 'denied', reason: refused.reason },
     detail: refused.detail,
+    ...(refused.asks ? { asks: true } : {}),
     inferred: refused.inferred ? ['tool_call'] : [],
   };
 }

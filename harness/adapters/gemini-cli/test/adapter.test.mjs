@@ -132,7 +132,8 @@ test('depth 0 denies invoke_agent by policy: the spawn is refused, nothing is re
   const started = (await adapter.request('instance/start', root(0))).result;
   const turn = (await adapter.request('instance/turn', { instance: started.instance, input: 'SPAWN:worker' })).result;
   assert.equal(turn.turn.spawn.outcome, 'denied');
-  assert.equal(turn.turn.spawn.reason, 'no_such_tool', 'Gemini CLI\'s own reason: the policy removed the tool');
+  assert.equal(turn.turn.spawn.reason, 'policy_denied');
+  assert.deepEqual(turn.turn.spawn.inferred, ['reason'], 'Gemini CLI says only "not found": why is the adapter\'s knowledge');
   const policy = readFileSync(invocations(log)[0].argv[invocations(log)[0].argv.indexOf('--policy') + 1], 'utf8');
   assert.match(policy, /toolName = "invoke_agent"\ndecision = "deny"/);
   const observed = (await adapter.request('state/observe')).result.observed;
@@ -161,7 +162,7 @@ test('options Gemini CLI cannot express are refused (-32001), unknown methods ar
   const adapter = startAdapter(store, log);
   await adapter.initialize();
   assert.equal((await adapter.request('host/configure', { strict_mode: true })).error.code, -32001);
-  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).error.code, -32001);
+  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: {} } })).error.code, -32001);
   assert.equal((await adapter.request('instance/delegate', {})).error.code, -32601);
   assert.equal((await adapter.request('instance/tool_call', {})).error.code, -32601);
   const started = (await adapter.request('instance/start', root(1))).result;
@@ -221,6 +222,10 @@ test('turn reports: Gemini CLI\'s refusals, MCP names mapped back, and a spawn w
   assert.deepEqual(policy.inferred, []);
   const unexplained = turnReport(events('run_shell_command', { status: 'error', error: { message: 'something else' } }));
   assert.deepEqual(unexplained.inferred, ['tool_call']);
+  const removed = events('mcp_harness_notes.read', { status: 'error', error: { type: 'tool_not_registered', message: 'Tool "mcp_harness_notes.read" not found.' } });
+  assert.equal(turnReport(removed).tool_call.reason, 'no_such_tool', 'a tool its server stopped serving: Gemini CLI\'s reason');
+  const withheld = turnReport(removed, { policyDenied: new Set(['mcp_harness_notes.read']) });
+  assert.deepEqual([withheld.tool_call.reason, withheld.inferred], ['policy_denied', ['tool_call']]);
   const orphan = turnReport(events('invoke_agent', { status: 'success' }), { subagents: [] });
   assert.equal(orphan.turn.spawn.outcome, 'denied');
   assert.deepEqual(orphan.turn.spawn.inferred, ['reason']);
@@ -228,4 +233,21 @@ test('turn reports: Gemini CLI\'s refusals, MCP names mapped back, and a spawn w
   assert.deepEqual(spawned.turn.spawn, { outcome: 'ok', instance: 'c1' });
   assert.equal(geminiToolName('harness', 'notes.read'), 'mcp_harness_notes.read');
   assert.equal(geminiToolName('my server', 'a/b'), 'mcp_my_server_a_b');
+});
+
+test('a call Gemini CLI would ask about: denied under never, unsupported (-32001) under on-request', async () => {
+  const { store, log } = fresh();
+  const adapter = startAdapter(store, log);
+  await adapter.initialize();
+  const never = (await adapter.request('instance/start', root(1))).result;
+  const refused = (await adapter.request('instance/turn', { instance: never.instance, input: 'CALL:ASKS' })).result;
+  assert.deepEqual(refused.tool_call, { tool: 'ASKS', outcome: 'denied', reason: 'policy_denied' });
+  const asking = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).result;
+  const answer = await adapter.request('instance/turn', { instance: asking.instance, input: 'CALL:ASKS' });
+  assert.equal(answer.error.code, -32001);
+  assert.match(answer.error.message, /cannot ask/);
+  // Control: a call that asks nothing runs under on-request.
+  const ran = (await adapter.request('instance/turn', { instance: asking.instance, input: 'CALL:read_file' })).result;
+  assert.equal(ran.tool_call.outcome, 'executed');
+  await adapter.close();
 });

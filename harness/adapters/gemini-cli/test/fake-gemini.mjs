@@ -5,9 +5,10 @@
 //   contains SPAWN:<agent>   the main agent calls invoke_agent (call id
 //                            `harness_spawn_1`); a subagent is recorded unless
 //                            a policy rule denies invoke_agent (then Gemini
-//                            CLI's "not found in registry" error)
+//                            CLI's "Tool ... not found" error, as 0.61.0 says it)
 //   contains CALL:<tool>     the main agent calls <tool>; a tool a policy
-//                            rule denies is refused, any other runs
+//                            rule denies is refused, the tool ASKS is refused
+//                            as one that would ask a person, any other runs
 //   contains FAIL            the API fails (an error result)
 //   contains HANG            the run never ends (until killed)
 //   anything else            the model answers "ok"
@@ -72,7 +73,7 @@ if (prompt.includes('HANG')) {
     const toolId = 'invoke_agent__harness_spawn_1';
     emit({ type: 'tool_use', tool_name: 'invoke_agent', tool_id: toolId, parameters: { agent_name: spawnMatch[1], prompt: 'child task' } });
     if (denies('invoke_agent')) {
-      emit({ type: 'tool_result', tool_id: toolId, status: 'error', output: 'Tool "invoke_agent" not found in registry.', error: { type: 'tool_not_registered', message: 'Tool "invoke_agent" not found in registry.' } });
+      emit({ type: 'tool_result', tool_id: toolId, status: 'error', output: 'Tool "invoke_agent" not found. Did you mean one of: "read_file"?', error: { type: 'tool_not_registered', message: 'Tool "invoke_agent" not found. Did you mean one of: "read_file"?' } });
       record({ type: 'gemini', content: '', toolCalls: [{ id: toolId, name: 'invoke_agent', status: 'error' }] });
     } else {
       const agentId = randomUUID();
@@ -82,7 +83,10 @@ if (prompt.includes('HANG')) {
   } else if (callMatch) {
     const toolId = `${callMatch[1]}__harness_call_1`;
     emit({ type: 'tool_use', tool_name: callMatch[1], tool_id: toolId, parameters: {} });
-    if (denies(callMatch[1])) {
+    if (callMatch[1] === 'ASKS') {
+      const text = `Tool execution for "ASKS" requires user confirmation, which is not supported in non-interactive mode.`;
+      emit({ type: 'tool_result', tool_id: toolId, status: 'error', output: text, error: { type: 'unhandled_exception', message: text } });
+    } else if (denies(callMatch[1])) {
       emit({ type: 'tool_result', tool_id: toolId, status: 'error', output: `Tool execution denied by policy.`, error: { type: 'policy_violation', message: 'Tool execution denied by policy.' } });
     } else {
       emit({ type: 'tool_result', tool_id: toolId, status: 'success', output: 'tool output' });
