@@ -16,6 +16,7 @@ import {
 } from './lib/gemini.mjs';
 import { turnReport } from './lib/mapping.mjs';
 import { toolCatalogue } from './lib/mcp.mjs';
+import { startRelay } from './lib/mcp-relay.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 const MODEL_ID = 'reference-model';
@@ -44,6 +45,7 @@ export class Adapter {
     this.running = new Set();
     this.mcpServers = [];
     this.catalogue = new Map();
+    this.relays = [];
   }
 
   log(level, message) {
@@ -95,7 +97,10 @@ export class Adapter {
     this.loadState();
     this.bin = ensureGemini({ env: this.env, log: (l, m) => this.log(l, m) });
     this.geminiEnv = isolatedEnv(this.storeDir, this.modelEndpoint, this.env);
-    writeSettings(this.paths, this.mcpServers);
+    // Gemini CLI reaches each MCP server through a relay that drops the SSE
+    // events without data its MCP client cannot read (lib/mcp-relay.mjs).
+    this.relays = await Promise.all(this.mcpServers.map((s) => startRelay(s.url)));
+    writeSettings(this.paths, this.mcpServers.map((s, i) => ({ name: s.name, url: this.relays[i].url })));
     this.initialized = true;
     return {
       host: { name: 'gemini-cli', version: this.bin.version },
@@ -311,6 +316,8 @@ export class Adapter {
   shutdown() {
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();
+    for (const relay of this.relays) relay.close();
+    this.relays = [];
   }
 }
 

@@ -27,12 +27,17 @@ export function cacheDir(env = process.env) {
 function bundleIn(dir) {
   const script = join(dir, 'node_modules', '@google', 'gemini-cli', 'bundle', 'gemini.js');
   if (!existsSync(script)) return null;
+  // Checked once per install (a start of Gemini CLI costs seconds under load).
+  const stamp = join(dir, `.checked-${GEMINI_VERSION}`);
+  if (existsSync(stamp)) return script;
   const home = join(dir, 'version-check-home');
   mkdirSync(home, { recursive: true });
   const check = spawnSync(process.execPath, [script, '--version'], {
     encoding: 'utf8', timeout: 60000, env: { PATH: process.env.PATH, HOME: home, TMPDIR: home },
   });
-  return check.status === 0 && check.stdout.trim() === GEMINI_VERSION ? script : null;
+  if (check.status !== 0 || check.stdout.trim() !== GEMINI_VERSION) return null;
+  writeFileSync(stamp, `${check.stdout.trim()}\n`);
+  return script;
 }
 
 /**

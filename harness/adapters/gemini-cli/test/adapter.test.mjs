@@ -9,6 +9,8 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { turnReport } from '../lib/mapping.mjs';
 import { geminiToolName } from '../lib/mcp.mjs';
+import { keepEvent, startRelay } from '../lib/mcp-relay.mjs';
+import http from 'node:http';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ADAPTER = join(HERE, '..', 'adapter.mjs');
@@ -250,4 +252,33 @@ test('a call Gemini CLI would ask about: denied under never, unsupported (-32001
   const ran = (await adapter.request('instance/turn', { instance: asking.instance, input: 'CALL:read_file' })).result;
   assert.equal(ran.tool_call.outcome, 'executed');
   await adapter.close();
+});
+
+test('the MCP relay passes requests and answers unchanged, without SSE events that carry no data', async () => {
+  const seen = [];
+  const upstream = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      seen.push({ method: req.method, url: req.url, session: req.headers['mcp-session-id'], body });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'mcp-session-id': 's-1' });
+      // rmcp's priming event, then the answer.
+      res.end('id: 0\nretry: 3000\ndata:\n\nid: 1\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n');
+    });
+  });
+  await new Promise((r) => upstream.listen(0, '127.0.0.1', r));
+  const relay = await startRelay(`http://127.0.0.1:${upstream.address().port}/mcp`);
+  try {
+    assert.match(relay.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const answer = await fetch(relay.url, { method: 'POST', headers: { 'mcp-session-id': 's-1', 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' });
+    assert.equal(answer.headers.get('mcp-session-id'), 's-1');
+    assert.equal(await answer.text(), 'id: 1\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n');
+    assert.deepEqual(seen, [{ method: 'POST', url: '/mcp', session: 's-1', body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' }]);
+  } finally {
+    relay.close();
+    upstream.close();
+  }
+  assert.equal(keepEvent('id: 0\ndata:'), false);
+  assert.equal(keepEvent(': keep-alive'), true, 'comments pass');
+  assert.equal(keepEvent('data: {}'), true);
 });

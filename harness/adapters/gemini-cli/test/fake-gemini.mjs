@@ -30,7 +30,13 @@ if (argv.includes('--version')) {
   process.stdout.write('0.61.0\n');
   process.exit(0);
 }
-const prompt = (argv.find((a) => a.startsWith('--prompt=')) || '--prompt=').slice('--prompt='.length);
+const promptArg = argv.find((a) => a.startsWith('--prompt='));
+if (!promptArg || !(argv.includes('--session-id') || argv.includes('--resume'))) {
+  // Not run by the adapter (e.g. picked up as a test file): touch nothing.
+  process.stderr.write('fake-gemini: run by the adapter only (--prompt=TEXT and --session-id or --resume)\n');
+  process.exit(2);
+}
+const prompt = promptArg.slice('--prompt='.length);
 const cwd = process.cwd();
 if (process.env.GEMINI_CLI_ADAPTER_FAKE_LOG) {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => /^(HOME|TMPDIR|XDG_|GEMINI_|GOOGLE_)/.test(k)));
