@@ -194,10 +194,11 @@ export class Adapter {
     return { outcome: 'ok', instance: id, effective: ceiling, inferred: ['effective'] };
   }
 
-  /** The policy file carrying a root's ceiling: invoke_agent and tools it may not hold denied, sealed MCP tools allowed. Answers `{file, denied}`. */
+  /** The policy file carrying a root's ceiling: invoke_agent and tools it may not hold denied, sealed MCP tools allowed. Answers `{file, denied, wouldAsk}`. */
   writePolicy(id, root) {
     const rules = [];
     const denied = new Set();
+    const wouldAsk = new Set();
     const rule = (toolName, decision, priority) => {
       if (decision === 'deny') denied.add(toolName);
       rules.push(`[[rule]]\ntoolName = ${tomlString(toolName)}\ndecision = "${decision}"\npriority = ${priority}\n`);
@@ -212,10 +213,11 @@ export class Adapter {
     for (const entry of this.catalogue.values()) {
       if (!sealed.has(entry.name)) rule(entry.gemini, 'deny', 900);
       else if (policy === 'never' || (policy === 'on-request' && entry.class === 'read')) rule(entry.gemini, 'allow', 900);
+      else wouldAsk.add(entry.gemini);
     }
     const file = join(this.paths.policies, `${id}.toml`);
     writeAtomic(file, rules.join('\n') || '# no rules: Gemini CLI\'s defaults\n');
-    return { file, denied };
+    return { file, denied, wouldAsk };
   }
 
   async turn(params) {
@@ -255,6 +257,7 @@ export class Adapter {
       childEffective: () => this.childCeiling(instance.ceiling),
       stderr: run.stderr,
       policyDenied: policy.denied,
+      wouldAsk: policy.wouldAsk,
     });
     if (report.asks && instance.ceiling.approval_policy !== 'never') {
       throw unsupported(`Gemini CLI would ask a person before ${report.turn.tool} (${report.detail}); a headless \`gemini -p\` run cannot ask, so approval policy ${instance.ceiling.approval_policy} is not expressed for this call`);

@@ -26,11 +26,15 @@ const REFUSALS = [
  * adapter's own policy removed it is `policy_denied`, but that is the
  * adapter's knowledge of why (Gemini CLI says only "not found"): inferred.
  */
-function refusal(result, tool, policyDenied) {
+function refusal(result, tool, policyDenied, wouldAsk = new Set()) {
   const text = String((result && ((result.error && (result.error.message || result.error)) || result.output)) || '');
   for (const { pattern, reason, asks } of REFUSALS) {
     if (!pattern.test(text)) continue;
     if (asks) return { reason, asks, detail: `Gemini CLI: ${text.slice(0, 300)}` };
+    if (reason === 'no_such_tool' && wouldAsk.has(tool)) {
+      // Gemini CLI leaves a tool that would ask out of a headless run's list.
+      return { reason: 'policy_denied', asks: true, detail: `Gemini CLI offers no tool that would ask a person in a headless run (${tool} has no allow rule): ${text.slice(0, 300)}` };
+    }
     if (reason === 'no_such_tool' && policyDenied.has(tool)) {
       return { reason: 'policy_denied', detail: `the adapter's policy denies ${tool}, so Gemini CLI did not register it: ${text.slice(0, 300)}`, inferred: true };
     }
@@ -60,10 +64,11 @@ export function digestEvents(events) {
  * message; a run whose result is an error is `model_failed`. `subagents` are
  * the ones Gemini CLI's session store records for this session: a spawn is
  * `ok` only when the store holds a subagent for the call. `policyDenied`
- * names the tools the adapter's policy file denied for this run. Answers
+ * names the tools the adapter's policy file denied for this run, `wouldAsk`
+ * the sealed ones it left to Gemini CLI's default (which asks). Answers
  * `{turn, tool_call?, detail?, inferred}` for the ActionResult.
  */
-export function turnReport(events, { subagents = [], nameBack = (n) => n, childEffective = () => undefined, stderr = '', policyDenied = new Set() } = {}) {
+export function turnReport(events, { subagents = [], nameBack = (n) => n, childEffective = () => undefined, stderr = '', policyDenied = new Set(), wouldAsk = new Set() } = {}) {
   const digest = digestEvents(events);
   const first = digest.calls[0];
   if (!first) {
@@ -86,7 +91,7 @@ export function turnReport(events, { subagents = [], nameBack = (n) => n, childE
       };
     }
     const refused = result && result.status !== 'success'
-      ? refusal(result, first.tool_name, policyDenied)
+      ? refusal(result, first.tool_name, policyDenied, wouldAsk)
       : { reason: 'policy_denied', detail: 'Gemini CLI recorded no subagent for the invoke_agent call and said nothing about it', inferred: true };
     return {
       turn: { reply: 'spawn', spawn: { outcome: 'denied', reason: refused.reason, detail: refused.detail, ...(refused.inferred ? { inferred: ['reason'] } : {}) } },
@@ -101,7 +106,7 @@ export function turnReport(events, { subagents = [], nameBack = (n) => n, childE
       inferred: [],
     };
   }
-  const refused = result ? refusal(result, first.tool_name, policyDenied) : { reason: 'policy_denied', detail: 'Gemini CLI reported no result for the call', inferred: true };
+  const refused = result ? refusal(result, first.tool_name, policyDenied, wouldAsk) : { reason: 'policy_denied', detail: 'Gemini CLI reported no result for the call', inferred: true };
   return {
     turn: { reply: 'tool_call', tool },
     tool_call: { tool, outcome: 'denied', reason: refused.reason },

@@ -228,6 +228,8 @@ test('turn reports: Gemini CLI\'s refusals, MCP names mapped back, and a spawn w
   assert.equal(turnReport(removed).tool_call.reason, 'no_such_tool', 'a tool its server stopped serving: Gemini CLI\'s reason');
   const withheld = turnReport(removed, { policyDenied: new Set(['mcp_harness_notes.read']) });
   assert.deepEqual([withheld.tool_call.reason, withheld.inferred], ['policy_denied', ['tool_call']]);
+  const asks = turnReport(removed, { wouldAsk: new Set(['mcp_harness_notes.read']) });
+  assert.deepEqual([asks.tool_call.reason, asks.asks], ['policy_denied', true], 'left out because it would ask: not drift');
   const orphan = turnReport(events('invoke_agent', { status: 'success' }), { subagents: [] });
   assert.equal(orphan.turn.spawn.outcome, 'denied');
   assert.deepEqual(orphan.turn.spawn.inferred, ['reason']);
