@@ -47,7 +47,7 @@ const METHOD = {
   'instance/cancel': 'Gemini CLI has no cancelled state: an interrupt stops a running turn and leaves the session usable',
   'instance/fail': 'Gemini CLI has no failed state to put a session in',
   'instance/resume': 'the adapter does not map `instance/resume`: every turn already resumes the session (`--resume`), and a subagent cannot be continued at all once its `invoke_agent` call ended',
-  'instance/turn': 'a turn on a subagent: Gemini CLI runs a subagent only within its parent\'s `invoke_agent` call, never from outside',
+  'instance/turn': 'a turn on a subagent (Gemini CLI runs a subagent only within its parent\'s `invoke_agent` call, never from outside), or a root\'s turn whose tool call Gemini CLI would ask a person about under `on-request` or `untrusted`: a headless `gemini -p` run asks no one (it leaves such a tool out of the model\'s list), so no approval can be pending',
   'instance/fork': CAPABILITY.fork,
   'instance/tool_call': CAPABILITY['direct-tool-calls'],
   'approval/auto': CAPABILITY['auto-approval'],

@@ -1,9 +1,9 @@
 // The adapter end to end over stdio, as the harness runs it, against the fake gemini (no Gemini CLI needed): node --test harness/adapters/gemini-cli/test/
 
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,8 +78,12 @@ function files(dir) {
   return out;
 }
 
+const made = [];
+after(() => { for (const path of made) rmSync(path, { recursive: true, force: true }); });
+
 function fresh() {
   const store = mkdtempSync(join(tmpdir(), 'gemini-adapter-'));
+  made.push(store, `${store}.log`);
   return { store, log: `${store}.log` };
 }
 
