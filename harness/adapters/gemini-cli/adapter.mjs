@@ -99,8 +99,10 @@ export class Adapter {
     this.geminiEnv = isolatedEnv(this.storeDir, this.modelEndpoint, this.env);
     // Gemini CLI reaches each MCP server through a relay that drops the SSE
     // events without data its MCP client cannot read (lib/mcp-relay.mjs).
-    this.relays = await Promise.all(this.mcpServers.map((s) => startRelay(s.url)));
-    writeSettings(this.paths, this.mcpServers.map((s, i) => ({ name: s.name, url: this.relays[i].url })));
+    // GEMINI_CLI_ADAPTER_NO_RELAY=1 connects Gemini CLI to the servers
+    // directly: the reproduction of README finding 1.
+    this.relays = this.env.GEMINI_CLI_ADAPTER_NO_RELAY === '1' ? [] : await Promise.all(this.mcpServers.map((s) => startRelay(s.url)));
+    writeSettings(this.paths, this.mcpServers.map((s, i) => ({ name: s.name, url: this.relays.length ? this.relays[i].url : s.url })));
     this.initialized = true;
     return {
       host: { name: 'gemini-cli', version: this.bin.version },
@@ -210,10 +212,18 @@ export class Adapter {
     // `on-request` when it only reads; every other sealed tool is left to
     // Gemini CLI's default, which asks. A tool served but not sealed is denied.
     const policy = root.ceiling.approval_policy;
+    // A tool Gemini CLI leaves out is called under the harness's name (the
+    // endpoint has no Gemini CLI name to use): both names are recorded.
     for (const entry of this.catalogue.values()) {
-      if (!sealed.has(entry.name)) rule(entry.gemini, 'deny', 900);
-      else if (policy === 'never' || (policy === 'on-request' && entry.class === 'read')) rule(entry.gemini, 'allow', 900);
-      else wouldAsk.add(entry.gemini);
+      if (!sealed.has(entry.name)) {
+        rule(entry.gemini, 'deny', 900);
+        denied.add(entry.name);
+      } else if (policy === 'never' || (policy === 'on-request' && entry.class === 'read')) {
+        rule(entry.gemini, 'allow', 900);
+      } else {
+        wouldAsk.add(entry.gemini);
+        wouldAsk.add(entry.name);
+      }
     }
     const file = join(this.paths.policies, `${id}.toml`);
     writeAtomic(file, rules.join('\n') || '# no rules: Gemini CLI\'s defaults\n');
