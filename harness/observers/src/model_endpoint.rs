@@ -1,6 +1,7 @@
 //! The fake model endpoint: answers every model turn from a script chosen by what the request contains, and counts every POST by the instance it was made for.
 //!
-//! One HTTP server on 127.0.0.1 speaks three wire formats. Replies are picked
+//! One HTTP server on 127.0.0.1 speaks five wire formats (neutral, Chat
+//! Completions, Responses, Anthropic Messages, Gemini). Replies are picked
 //! by content (the rules below), never by arrival order, because a parent's
 //! follow-up and a child's first request arrive together.
 //!
