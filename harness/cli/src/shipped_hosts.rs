@@ -23,7 +23,7 @@ pub struct ShippedHost {
     pub pinned: &'static str,
 }
 
-pub const SHIPPED_HOSTS: [ShippedHost; 4] = [
+pub const SHIPPED_HOSTS: &[ShippedHost] = &[
     ShippedHost {
         name: "opencode",
         interpreter: "node",
@@ -47,6 +47,12 @@ pub const SHIPPED_HOSTS: [ShippedHost; 4] = [
         interpreter: "node",
         script: "adapter.mjs",
         pinned: "@github/copilot@1.0.102",
+    },
+    ShippedHost {
+        name: "gemini-cli",
+        interpreter: "node",
+        script: "adapter.mjs",
+        pinned: "@google/gemini-cli@0.61.0",
     },
 ];
 
@@ -168,6 +174,9 @@ mod tests {
             copilot.expectations,
             Some(adapters.join("copilot/expectations.json"))
         );
+        let gemini = resolve("gemini-cli", Some(&adapters)).unwrap();
+        assert!(gemini.command.starts_with("node "));
+        assert!(gemini.command.ends_with("gemini-cli/adapter.mjs"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The fake model endpoint: answers every model turn from a script chosen by what the request contains, and counts every POST by the instance it was made for.
 //!
-//! One HTTP server on 127.0.0.1 speaks three wire formats. Replies are picked
+//! One HTTP server on 127.0.0.1 speaks five wire formats (neutral, Chat
+//! Completions, Responses, Anthropic Messages, Gemini). Replies are picked
 //! by content (the rules below), never by arrival order, because a parent's
 //! follow-up and a child's first request arrive together.
 //!
@@ -136,6 +137,40 @@
 //! a lifecycle reply is [`NO_LIFECYCLE_TOOL_TEXT`]. The record keeps the
 //! scripted reply. Other Chat Completions clients are answered as above.
 //!
+//! # Gemini (Gemini CLI)
+//!
+//! `POST {model_endpoint}/v1beta/models/<model>:streamGenerateContent?alt=sse`
+//! (SSE) and `POST .../<model>:generateContent` (one JSON response). The text
+//! matched by `input_contains` is the last `user` content: its
+//! `functionResponse` parts when it has any (also what `tool_result_contains`
+//! reads: each response's `output`, else `error`, else the response as JSON),
+//! else its text parts without Gemini CLI's `<session_context>` part. Tools are
+//! the `functionDeclarations` of every `tools` entry, digested as declared
+//! (`{name, description, parametersJsonSchema}`). A `spawn` reply is a call of
+//! `invoke_agent {agent_name: role, prompt: task}` whose function-call id is
+//! `harness_spawn_<seq>` ([`gemini::spawn_call_id`]); a `message` reply to a
+//! subagent is its `complete_task` call (`{result: {response: text}}`, or
+//! `{result: text}` when `result` is declared a string), the only way a
+//! Gemini CLI subagent ends without a reminder request; a `tool_call` goes out
+//! under the scripted name when offered, else under Gemini CLI's
+//! `mcp_<server>_<tool>` name for it ([`gemini_mcp_tool_name`]) when exactly
+//! one configured server's is offered; every `lifecycle` reply is the plain
+//! message [`NO_LIFECYCLE_TOOL_TEXT`] (Gemini CLI has no tool to reach a
+//! subagent from outside its call). Requests asking for JSON by a response
+//! schema (the complexity router's `generateContent`, the next-speaker check)
+//! or offering no tools are auxiliary; they are answered with a minimal value
+//! of their schema, so Gemini CLI does not retry them.
+//!
+//! Attribution by what Gemini CLI sends: a subagent's request is told apart
+//! by its tools (it is offered `complete_task` and not `invoke_agent`) and is
+//! counted for the `invoke_agent` call this endpoint answered whose prompt
+//! the subagent's conversation opens with (the call id above, which Gemini CLI
+//! keeps in its session store beside the subagent's `agentId`); with no such
+//! call, or several with that prompt, it is unattributed, never counted for
+//! the instance a header names. Any other request is counted for its
+//! `x-delegation-instance` header (an adapter sets it for the process's main
+//! session with `GEMINI_CLI_CUSTOM_HEADERS`).
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
@@ -150,11 +185,13 @@
 mod anthropic;
 mod chat;
 mod copilot;
+pub mod gemini;
 mod neutral;
 mod responses;
 
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
 pub use copilot::{INITIATOR_HEADER, INTERACTION_TYPE_HEADER, copilot_mcp_tool_name};
+pub use gemini::gemini_mcp_tool_name;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -164,7 +201,7 @@ use delegation_model::{Evidence, LifecycleCall, SpawnRequest, ToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::{any, method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::ObserverError;
@@ -315,6 +352,8 @@ pub enum WireFormat {
     ChatCompletions,
     Responses,
     AnthropicMessages,
+    /// Gemini `generateContent` / `streamGenerateContent`.
+    Gemini,
     /// Any other path: answered 404, still recorded.
     Unknown,
 }
@@ -448,6 +487,8 @@ struct RenderContext<'a> {
     config: &'a ModelEndpointConfig,
     /// The tools the request offered the model, by name.
     offered_tools: &'a BTreeMap<String, String>,
+    /// What a Gemini request said beyond the parsed turn (nothing for other formats).
+    gemini: &'a gemini::GeminiTurn,
 }
 
 impl RenderContext<'_> {
@@ -561,6 +602,15 @@ impl ModelEndpoint {
                 .mount(&server)
                 .await;
         }
+        Mock::given(method("POST"))
+            .and(path_regex(gemini::ROUTE))
+            .respond_with(Responder {
+                script: script.clone(),
+                format: WireFormat::Gemini,
+            })
+            .with_priority(1)
+            .mount(&server)
+            .await;
         Mock::given(any())
             .respond_with(guarded(WireFormat::Unknown))
             .with_priority(u8::MAX)
@@ -703,14 +753,20 @@ impl Respond for Responder {
         // GitHub Copilot CLI says whose a request is by its own headers and prompts.
         let copilot = (self.format == WireFormat::ChatCompletions && copilot::is_copilot(request))
             .then(|| copilot::sender(request));
+        let mut gemini_turn = gemini::GeminiTurn::default();
         let parsed = match self.format {
             WireFormat::Neutral => neutral::parse(request, header_instance.as_deref()),
             WireFormat::ChatCompletions => chat::parse(request),
             WireFormat::Responses => responses::parse(request),
             WireFormat::AnthropicMessages => anthropic::parse(request),
+            WireFormat::Gemini => gemini::parse(request).map(|(turn, gemini)| {
+                gemini_turn = gemini;
+                turn
+            }),
             WireFormat::Unknown => Err(format!(
                 "no model route at {} {}; this endpoint serves POST /neutral/turn, \
-                 POST /v1/chat/completions, POST /v1/responses and POST /v1/messages",
+                 POST /v1/chat/completions, POST /v1/responses, POST /v1/messages and \
+                 POST /v1beta/models/<model>:streamGenerateContent (or :generateContent)",
                 request.method,
                 request.url.path()
             )),
@@ -754,7 +810,12 @@ impl Respond for Responder {
                 return error_response(status, &message);
             }
         };
-        if turn.instance.is_none() {
+        if let Some(task) = &gemini_turn.subagent_task {
+            // A Gemini CLI subagent shares its parent's process and headers.
+            turn.instance = gemini::spawned_instance(task, &script.records);
+            record.instance = UNATTRIBUTED.to_string();
+            record.attribution = Attribution::Unattributed;
+        } else if turn.instance.is_none() {
             turn.instance = header_instance;
         }
         if turn.instance.is_none()
@@ -833,12 +894,14 @@ impl Respond for Responder {
                 include_usage: turn.include_usage,
                 config: &script.config,
                 offered_tools: &record.tools,
+                gemini: &gemini_turn,
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),
                 WireFormat::ChatCompletions => chat::render(&sent, &context),
                 WireFormat::Responses => responses::render(&reply, &context),
                 WireFormat::AnthropicMessages => anthropic::render(&reply, &context, &record.tools),
+                WireFormat::Gemini => gemini::render(&reply, &context, request),
                 WireFormat::Unknown => unreachable!("unknown routes never parse"),
             };
             record.reply = Some(reply);
