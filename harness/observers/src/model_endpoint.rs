@@ -136,9 +136,11 @@
 mod anthropic;
 mod chat;
 mod neutral;
+mod qwen;
 mod responses;
 
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
+pub use qwen::{mcp_tool_name as qwen_mcp_tool_name, subagent_id as qwen_subagent_id};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -432,6 +434,9 @@ struct RenderContext<'a> {
     config: &'a ModelEndpointConfig,
     /// The tools the request offered the model, by name.
     offered_tools: &'a BTreeMap<String, String>,
+    /// The request came from Qwen Code (its `user-agent`): a Chat Completions
+    /// spawn is its `agent` call, its MCP tools are `mcp__<server>__<tool>`.
+    from_qwen: bool,
 }
 
 impl RenderContext<'_> {
@@ -722,6 +727,12 @@ impl Respond for Responder {
                 return error_response(status, &message);
             }
         };
+        let from_qwen = self.format == WireFormat::ChatCompletions && qwen::is_qwen(request);
+        // A Qwen Code subagent's request carries its parent's headers; its
+        // body says which subagent it is (see qwen.rs).
+        if from_qwen && let Some(subagent) = qwen::subagent_of(request, &script.records) {
+            turn.instance = Some(subagent);
+        }
         if turn.instance.is_none() {
             turn.instance = header_instance;
         }
@@ -781,6 +792,7 @@ impl Respond for Responder {
                 include_usage: turn.include_usage,
                 config: &script.config,
                 offered_tools: &record.tools,
+                from_qwen,
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),
