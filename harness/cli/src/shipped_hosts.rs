@@ -23,7 +23,7 @@ pub struct ShippedHost {
     pub pinned: &'static str,
 }
 
-pub const SHIPPED_HOSTS: [ShippedHost; 3] = [
+pub const SHIPPED_HOSTS: [ShippedHost; 4] = [
     ShippedHost {
         name: "opencode",
         interpreter: "node",
@@ -41,6 +41,12 @@ pub const SHIPPED_HOSTS: [ShippedHost; 3] = [
         interpreter: "node",
         script: "adapter.mjs",
         pinned: "@anthropic-ai/claude-code@2.1.332",
+    },
+    ShippedHost {
+        name: "qwen-code",
+        interpreter: "node",
+        script: "adapter.mjs",
+        pinned: "@qwen-code/qwen-code@0.24.4",
     },
 ];
 
@@ -154,6 +160,9 @@ mod tests {
         let claude = resolve("claude-code", Some(&adapters)).unwrap();
         assert!(claude.command.starts_with("node "));
         assert!(claude.command.ends_with("claude-code/adapter.mjs"));
+        let qwen = resolve("qwen-code", Some(&adapters)).unwrap();
+        assert!(qwen.command.starts_with("node "));
+        assert!(qwen.command.ends_with("qwen-code/adapter.mjs"));
     }
 
     #[test]
