@@ -13,7 +13,7 @@ import { CODES, RpcError, serve, logNotification } from '../node-common/rpc.mjs'
 import {
   ensureQwen, isolatedEnv, storePaths, writeSettings, runQwen, killGroup, readStore, readJson, writeAtomic, sessionAnswered,
 } from './lib/qwen.mjs';
-import { digestEvents, childrenOf, turnReport, DELEGATION_TOOL } from './lib/mapping.mjs';
+import { digestEvents, childrenOf, turnReport, askedAndDeclined, DELEGATION_TOOL } from './lib/mapping.mjs';
 import { toolCatalogue } from './lib/mcp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
@@ -134,7 +134,8 @@ export class Adapter {
    * Each role is a subagent definition (`~/.qwen/agents/ROLE.md` in the
    * isolated home). `approvalMode: default` keeps a subagent of a `default`
    * session in that mode: without it Qwen Code gives such a subagent
-   * `auto-edit` (README finding 2); a permissive parent (yolo) still wins.
+   * `auto-edit` (its documented default for a subagent of a `default`
+   * session); a permissive parent (yolo) still wins.
    * Read-only roles lose the writing tools.
    */
   writeAgents() {
@@ -167,8 +168,8 @@ export class Adapter {
     const sandbox = params.sandbox ?? 'read-only';
     if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('Qwen Code has no external sandboxes');
     const policy = params.approval_policy ?? 'never';
-    if (policy !== 'never') {
-      throw unsupported(`approval policy ${JSON.stringify(policy)}: the adapter runs Qwen Code headless, where a call that asks is declined (no person is asked)`);
+    if (!['never', 'on-request', 'untrusted'].includes(policy)) {
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: Qwen Code's permission rules are per tool, not per action class`);
     }
     const names = params.tools || [];
     if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
@@ -208,7 +209,8 @@ export class Adapter {
     const allow = [];
     // full-access: every tool approved (yolo); otherwise Qwen Code's default
     // mode, where anything not allowed by a rule asks, and headless nobody is
-    // asked: declined (approval policy `never`).
+    // asked: declined (approval policy `never`; under `on-request` and
+    // `untrusted` such a turn is unsupported, see turn).
     args.push('--approval-mode', ceiling.sandbox === 'full-access' ? 'yolo' : 'default');
     if (ceiling.sandbox === 'read-only') exclude.push(...WRITING_TOOLS);
     if (ceiling.sandbox && ceiling.sandbox['workspace-write']) {
@@ -224,15 +226,19 @@ export class Adapter {
     }
     if (this.mcpServers.length) {
       // A tool served but not sealed is excluded at its server (Qwen Code's
-      // deny rules do not remove MCP tools); a sealed one runs without
-      // asking under `never`, where there is nobody to ask.
+      // deny rules do not remove MCP tools).
       const sealed = new Set(root.sealed || []);
       const servers = {};
       for (const s of this.mcpServers) {
         const excluded = [...this.catalogue.values()].filter((t) => t.server === s.name && !sealed.has(t.name)).map((t) => t.name);
         servers[s.name] = { httpUrl: s.url, ...(excluded.length ? { excludeTools: excluded } : {}) };
       }
-      for (const entry of this.catalogue.values()) if (sealed.has(entry.name)) allow.push(entry.qwen);
+      // A sealed tool runs without asking under `never` (nobody to ask), and
+      // under `on-request` when it only reads; every other sealed tool asks.
+      for (const entry of this.catalogue.values()) {
+        if (!sealed.has(entry.name)) continue;
+        if (ceiling.approval_policy === 'never' || (ceiling.approval_policy === 'on-request' && entry.class === 'read')) allow.push(entry.qwen);
+      }
       writeAtomic(this.paths.mcp, JSON.stringify({ mcpServers: servers }, null, 2) + '\n');
       args.push('--mcp-config', this.paths.mcp);
     }
@@ -261,6 +267,15 @@ export class Adapter {
     const digest = digestEvents(run.events);
     if (!digest.result && run.code !== 0) {
       throw new RpcError(CODES.HOST_FAILURE, `qwen exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
+    }
+    // Under `on-request` or `untrusted` a call Qwen Code asks about is a
+    // person's to answer; headless, Qwen Code declines it instead, and the
+    // adapter has no way to relay the question. Reporting the decline as
+    // the person's answer (or as a policy denial) would be a verdict nobody
+    // gave, so the step is unsupported.
+    const asked = instance.ceiling.approval_policy !== 'never' && askedAndDeclined(digest);
+    if (asked) {
+      throw unsupported(`Qwen Code asked for a person's approval of ${this.nameBack(asked)}; the adapter runs it headless, where the question cannot be relayed and Qwen Code declined the call`);
     }
     const { agents } = readStore(this.paths.home, cwd);
     this.registerChildren(id, agents);

@@ -51,6 +51,18 @@ export function digestEvents(events) {
   return { mainCalls, results, result, lastText };
 }
 
+/** Qwen Code's words when a call asks and, headless, nobody can be asked. */
+const DECLINED_UNASKED = /declined \(non-interactive mode cannot prompt/i;
+
+/** The main thread's first call Qwen Code would have asked a person about and declined headless, if any (its tool name). */
+export function askedAndDeclined(digest) {
+  for (const call of digest.mainCalls) {
+    const result = digest.results.get(call.id);
+    if (result && result.isError && DECLINED_UNASKED.test(result.text)) return call.name;
+  }
+  return null;
+}
+
 /** Qwen Code's refusal of call `id`, if it refused it: `{reason, detail, inferred}`. */
 export function refusalOf(digest, id, toolName) {
   const denials = (digest.result && digest.result.permission_denials) || [];

@@ -190,9 +190,16 @@ test('a scripted API failure is model_failed, a declined call is denied, and met
   for (const method of ['instance/delegate', 'instance/close', 'instance/fork', 'approval/answer', 'instance/tool_call']) {
     assert.equal((await adapter.request(method, { instance })).error.code, -32601, method);
   }
-  const asking = await adapter.request('instance/start', root(1, { approval_policy: 'on-request' }));
-  assert.equal(asking.error.code, -32001);
-  assert.match(asking.error.message, /headless/);
+  // on-request: a call Qwen Code would ask a person about cannot be relayed headless: unsupported, not a denial.
+  const asking = (await adapter.request('instance/start', root(1, { approval_policy: 'on-request' }))).result;
+  const unasked = await adapter.request('instance/turn', { instance: asking.instance, input: 'CALL:edit' });
+  assert.equal(unasked.error.code, -32001);
+  assert.match(unasked.error.message, /asked for a person's approval of edit/);
+  // ...while a spawn within the ceiling runs unasked under on-request too.
+  const spawned = (await adapter.request('instance/turn', { instance: asking.instance, input: 'SPAWN:worker' })).result;
+  assert.equal(spawned.turn.spawn.outcome, 'ok');
+  const granular = await adapter.request('instance/start', root(1, { approval_policy: { granular: {} } }));
+  assert.equal(granular.error.code, -32001);
   await adapter.close();
 });
 
