@@ -210,9 +210,19 @@ async fn a_qwen_spawn_without_the_agent_tool_still_calls_agent_so_qwen_refuses_i
 
 #[tokio::test]
 async fn a_qwen_mcp_call_goes_out_under_its_mcp_name_and_lifecycle_calls_have_no_tool() {
+    // Qwen Code's own names, as it sent them (`mcp__harness__notes_read_1k3gxzc` seen from 0.24.4).
     assert_eq!(
         qwen_mcp_tool_name("harness", "notes.read"),
+        "mcp__harness__notes_read_1k3gxzc"
+    );
+    assert_eq!(
+        qwen_mcp_tool_name("harness", "notes_read"),
         "mcp__harness__notes_read"
+    );
+    // Cut to 63 characters with the hash kept (Qwen Code's algorithm run in Node gives the same).
+    assert_eq!(
+        qwen_mcp_tool_name("harness", &"x".repeat(80)),
+        format!("mcp__harness__{}_1wuf6e5", "x".repeat(41))
     );
     let endpoint = ModelEndpoint::start(vec![
         rule(
@@ -233,9 +243,12 @@ async fn a_qwen_mcp_call_goes_out_under_its_mcp_name_and_lifecycle_calls_have_no
     ])
     .await
     .unwrap();
-    let offered = ["read_file", "mcp__harness__notes_read"];
+    let offered = ["read_file", "mcp__harness__notes_read_1k3gxzc"];
     let completion = send(&endpoint, QWEN_AGENT, &qwen_body("x", "READ_IT", &offered)).await;
-    assert_eq!(first_call(&completion).0, "mcp__harness__notes_read");
+    assert_eq!(
+        first_call(&completion).0,
+        "mcp__harness__notes_read_1k3gxzc"
+    );
     // Not offered under Qwen's name: the call stays as scripted, for Qwen Code to refuse.
     let completion = send(
         &endpoint,

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestEvents, turnReport, childrenOf } from '../lib/mapping.mjs';
+import { qwenToolName } from '../lib/mcp.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const ADAPTER = join(HERE, '..', 'adapter.mjs');
@@ -232,6 +233,12 @@ test('an adapter stopped with SIGTERM during a turn kills the running qwen', asy
   await new Promise((r) => adapter.child.once('exit', r));
   await new Promise((r) => setTimeout(r, 200));
   assert.equal(alive(run.pid), false, 'qwen was killed with the adapter');
+});
+
+test('Qwen Code\'s MCP tool names: as is when provider-safe, else sanitised with its hash (as 0.24.4 offered them)', () => {
+  assert.equal(qwenToolName('harness', 'notes_read'), 'mcp__harness__notes_read');
+  assert.equal(qwenToolName('harness', 'notes.read'), 'mcp__harness__notes_read_1k3gxzc');
+  assert.equal(qwenToolName('harness', 'x'.repeat(80)), `mcp__harness__${'x'.repeat(41)}_1wuf6e5`);
 });
 
 test('stream-json mapping: a nested subagent\'s parent, a refusal Qwen Code gave no reason for, an MCP tool named back', () => {

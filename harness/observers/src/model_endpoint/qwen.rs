@@ -54,24 +54,55 @@ pub(super) fn spawn_arguments(spawn: &SpawnRequest) -> String {
     .to_string()
 }
 
-/// Qwen Code's name for an MCP tool part: each UTF-16 code unit outside
-/// `[A-Za-z0-9_-]` becomes `_` (its `sanitizeToolNameForProvider`, a
-/// JavaScript regular expression without the `u` flag).
-fn sanitised(part: &str) -> String {
-    let mut out = String::with_capacity(part.len());
-    for c in part.chars() {
-        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-            out.push(c);
-        } else {
-            out.extend(std::iter::repeat_n('_', c.len_utf16()));
+/// The longest tool name Qwen Code sends a provider.
+const MAX_TOOL_NAME_LENGTH: usize = 63;
+
+/// Qwen Code's `stableToolNameHash`: 32-bit FNV-1a over the UTF-16 code
+/// units, in base 36, padded to 7 digits.
+fn stable_hash(name: &str) -> String {
+    let mut hash: u32 = 2_166_136_261;
+    for unit in name.encode_utf16() {
+        hash = (hash ^ u32::from(unit)).wrapping_mul(16_777_619);
+    }
+    let mut digits = Vec::new();
+    let mut rest = hash;
+    loop {
+        digits.push(char::from_digit(rest % 36, 36).expect("a base-36 digit"));
+        rest /= 36;
+        if rest == 0 {
+            break;
         }
     }
-    out
+    let text: String = digits.into_iter().rev().collect();
+    format!("{text:0>7}")
 }
 
-/// Qwen Code's name for tool `tool` of the MCP server it was told to call `server`.
+/// Qwen Code's name for tool `tool` of the MCP server it was told to call
+/// `server` (its `normalizeToolNameForProvider` of `mcp__<server>__<tool>`):
+/// as is when it is a letter followed by `[A-Za-z0-9_-]`, 63 characters at
+/// most; otherwise each UTF-16 code unit outside that set becomes `_` and a
+/// hash of the raw name is appended (`mcp__harness__notes_read_1k3gxzc`),
+/// cut to 63 characters.
 pub fn mcp_tool_name(server: &str, tool: &str) -> String {
-    format!("mcp__{}__{}", sanitised(server), sanitised(tool))
+    let raw = format!("mcp__{server}__{tool}");
+    let safe = raw
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if raw.len() <= MAX_TOOL_NAME_LENGTH && safe {
+        return raw;
+    }
+    let mut sanitised = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+            sanitised.push(c);
+        } else {
+            sanitised.extend(std::iter::repeat_n('_', c.len_utf16()));
+        }
+    }
+    let suffix = format!("_{}", stable_hash(&raw));
+    // Only ASCII is left, so bytes are characters.
+    sanitised.truncate(MAX_TOOL_NAME_LENGTH - suffix.len());
+    sanitised + &suffix
 }
 
 /// The one offered `mcp__<server>__<tool>` name for the scripted tool, over
