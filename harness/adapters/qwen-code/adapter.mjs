@@ -34,8 +34,11 @@ export class Adapter {
   constructor({ env = process.env, notify = () => {} } = {}) {
     this.env = env;
     this.notify = notify;
-    // Below the harness's default 30 s step deadline, so a hung run is reported, not timed out.
-    this.turnTimeoutMs = Number(env.QWEN_CODE_ADAPTER_TURN_TIMEOUT_MS || 25000);
+    // Below the step deadline the README asks for (--step-timeout-ms 120000),
+    // so a hung run is reported and killed, not timed out: a start of Qwen
+    // Code costs 3 to 12 s of a loaded machine, and a turn with a subagent
+    // and an MCP server several starts' worth.
+    this.turnTimeoutMs = Number(env.QWEN_CODE_ADAPTER_TURN_TIMEOUT_MS || 100000);
     this.initialized = false;
     this.running = new Set();
     this.mcpServers = [];
