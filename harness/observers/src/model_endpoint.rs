@@ -122,6 +122,16 @@
 //! (the main thread), so an adapter whose instance ids are Claude Code's
 //! session and agent ids needs no relay.
 //!
+//! # Qwen Code over Chat Completions
+//!
+//! A Chat Completions request whose `user-agent` is Qwen Code's is read as
+//! Qwen Code sends it (`qwen.rs`): a `spawn` is its `agent` call in the
+//! foreground, an MCP call goes out under its `mcp__<server>__<tool>` name
+//! (with its hash suffix when the name is not provider-safe), and a
+//! subagent's request, which carries its parent's headers, is attributed by
+//! its first user message: the task of the `agent` call the endpoint
+//! answered, to `<role>-call_harness_<seq>`, Qwen Code's own `agentId`.
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
