@@ -366,7 +366,7 @@ export class Adapter {
     return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals: [] } };
   }
 
-  /** Ends every running `qwen` (stdin closed or SIGTERM: the harness is restarting us). Qwen Code ignores SIGTERM, so its group is killed. */
+  /** Ends every running `qwen` (stdin closed or SIGTERM: the harness is restarting us): SIGKILL to each group, which does not rely on Qwen Code honouring SIGTERM (0.15.10 did not). */
   shutdown() {
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();

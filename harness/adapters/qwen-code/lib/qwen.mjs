@@ -141,7 +141,8 @@ export const projectSlug = (cwd) => cwd.replace(/[^a-zA-Z0-9]/g, '-');
  * Runs one headless `qwen` turn and collects its stream-json events. `input`
  * is the prompt, written to stdin (so a prompt starting with `-` is never an
  * option). The process is started in its own group, which is killed at the
- * timeout (Qwen Code does not end on SIGTERM alone). Resolves `{events, code,
+ * timeout with SIGKILL (0.15.10 ignored SIGTERM; the group kill does not
+ * depend on it). Resolves `{events, code,
  * signal, stderr, timedOut}`.
  */
 export function runQwen({ bin, args, env, cwd, input, timeoutMs, onSpawn = () => {} }) {

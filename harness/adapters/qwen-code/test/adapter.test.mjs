@@ -204,7 +204,7 @@ test('a scripted API failure is model_failed, a declined call is denied, and met
   await adapter.close();
 });
 
-test('a hung turn is killed with its whole process group, although qwen ignores SIGTERM', async () => {
+test('a hung turn is killed with its whole process group, even a qwen that ignores SIGTERM', async () => {
   const store = mkdtempSync(join(tmpdir(), 'qwen-adapter-'));
   const log = join(store, 'fake.log');
   const adapter = startAdapter(store, log, { QWEN_CODE_ADAPTER_TURN_TIMEOUT_MS: '1500' });
