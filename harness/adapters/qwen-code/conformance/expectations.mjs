@@ -46,7 +46,7 @@ const METHOD = {
   'instance/cancel': 'Qwen Code has no cancelled state: an interrupt stops a running turn and leaves the session usable',
   'instance/fail': 'Qwen Code has no failed state to put a session in',
   'instance/resume': 'the adapter does not map `instance/resume`: every turn already resumes the session (`--resume`), and a subagent cannot be continued from outside',
-  'instance/turn': 'a turn on a subagent: Qwen Code runs a subagent only inside its parent\'s `agent` call, never from outside',
+  'instance/turn': 'either a turn on a subagent (Qwen Code runs a subagent only inside its parent\'s `agent` call, never from outside) or, under `on-request` or `untrusted`, a turn in which Qwen Code asked for a person\'s approval: headless it declines the call instead, the adapter cannot relay the question, and a decline nobody gave is not reported as a person\'s deny (the step\'s error message says which)',
   'instance/fork': 'the adapter does not map `instance/fork` (see the capability fork)',
   'instance/tool_call': CAPABILITY['direct-tool-calls'],
   'approval/answer': 'the adapter runs Qwen Code headless, where a call that asks is declined; there is no pending approval to answer',

@@ -11,7 +11,7 @@
 //                            not found, an allowed one runs, any other is
 //                            declined (headless: nobody to ask)
 //   contains FAIL            the API fails (an error result)
-//   contains HANG            never ends, and ignores SIGTERM (as Qwen Code does)
+//   contains HANG            never ends, and ignores SIGTERM (as the issue saw Qwen Code 0.15.10 do)
 //   anything else            the model answers "ok"
 // Every invocation's argv, cwd and chosen environment are appended to
 // $QWEN_CODE_ADAPTER_FAKE_LOG (one JSON line each) when that is set.
