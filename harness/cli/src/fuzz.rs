@@ -32,7 +32,7 @@ use sequence::{Generator, Sequence, ShrinkStats, Verdict};
 #[derive(Args, Clone, Debug)]
 pub struct FuzzArgs {
     /// The host adapter to fuzz, as a command line (split like a POSIX shell,
-    /// no shell run), or a shipped adapter's name (`opencode`, `codex`, `claude-code`, `copilot`, `gemini-cli`).
+    /// no shell run), or a shipped adapter's name (`opencode`, `codex`, `claude-code`, `copilot`, `gemini-cli`, `qwen-code`).
     /// Default: the embedded reference host.
     #[arg(long, value_name = "CMD|NAME")]
     pub host: Option<String>,

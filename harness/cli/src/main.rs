@@ -72,7 +72,7 @@ struct CatalogueArgs {
 struct RunArgs {
     /// The host adapter to run, as a command line (split like a POSIX shell,
     /// no shell run), or the name of an adapter shipped in `harness/adapters/`
-    /// (`opencode`, `codex`, `claude-code`, `copilot`, `gemini-cli`), which also selects its committed expectations
+    /// (`opencode`, `codex`, `claude-code`, `copilot`, `gemini-cli`, `qwen-code`), which also selects its committed expectations
     /// file unless --expectations is given. Default: the embedded reference host.
     #[arg(long, value_name = "CMD|NAME")]
     host: Option<String>,

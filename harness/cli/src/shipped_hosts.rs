@@ -54,6 +54,12 @@ pub const SHIPPED_HOSTS: &[ShippedHost] = &[
         script: "adapter.mjs",
         pinned: "@google/gemini-cli@0.61.0",
     },
+    ShippedHost {
+        name: "qwen-code",
+        interpreter: "node",
+        script: "adapter.mjs",
+        pinned: "@qwen-code/qwen-code@0.24.4",
+    },
 ];
 
 /// What `--host` resolved to.
@@ -177,6 +183,9 @@ mod tests {
         let gemini = resolve("gemini-cli", Some(&adapters)).unwrap();
         assert!(gemini.command.starts_with("node "));
         assert!(gemini.command.ends_with("gemini-cli/adapter.mjs"));
+        let qwen = resolve("qwen-code", Some(&adapters)).unwrap();
+        assert!(qwen.command.starts_with("node "));
+        assert!(qwen.command.ends_with("qwen-code/adapter.mjs"));
     }
 
     #[test]

@@ -171,6 +171,16 @@
 //! `x-delegation-instance` header (an adapter sets it for the process's main
 //! session with `GEMINI_CLI_CUSTOM_HEADERS`).
 //!
+//! # Qwen Code over Chat Completions
+//!
+//! A Chat Completions request whose `user-agent` is Qwen Code's is read as
+//! Qwen Code sends it (`qwen.rs`): a `spawn` is its `agent` call in the
+//! foreground, an MCP call goes out under its `mcp__<server>__<tool>` name
+//! (with its hash suffix when the name is not provider-safe), and a
+//! subagent's request, which carries its parent's headers, is attributed by
+//! its first user message: the task of the `agent` call the endpoint
+//! answered, to `<role>-call_harness_<seq>`, Qwen Code's own `agentId`.
+//!
 //! These hosts do not say which instance a request is for. Attribution is,
 //! in order: the `x-delegation-instance` header when a host adapter adds it,
 //! else the `attribute_to` label of the rule that matched (a child's first
@@ -187,11 +197,13 @@ mod chat;
 mod copilot;
 pub mod gemini;
 mod neutral;
+mod qwen;
 mod responses;
 
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
 pub use copilot::{INITIATOR_HEADER, INTERACTION_TYPE_HEADER, copilot_mcp_tool_name};
 pub use gemini::gemini_mcp_tool_name;
+pub use qwen::{mcp_tool_name as qwen_mcp_tool_name, subagent_id as qwen_subagent_id};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -489,6 +501,9 @@ struct RenderContext<'a> {
     offered_tools: &'a BTreeMap<String, String>,
     /// What a Gemini request said beyond the parsed turn (nothing for other formats).
     gemini: &'a gemini::GeminiTurn,
+    /// The request came from Qwen Code (its `user-agent`): a Chat Completions
+    /// spawn is its `agent` call, its MCP tools are `mcp__<server>__<tool>`.
+    from_qwen: bool,
 }
 
 impl RenderContext<'_> {
@@ -810,6 +825,12 @@ impl Respond for Responder {
                 return error_response(status, &message);
             }
         };
+        let from_qwen = self.format == WireFormat::ChatCompletions && qwen::is_qwen(request);
+        // A Qwen Code subagent's request carries its parent's headers; its
+        // body says which subagent it is (see qwen.rs).
+        if from_qwen && let Some(subagent) = qwen::subagent_of(request, &script.records) {
+            turn.instance = Some(subagent);
+        }
         if let Some(task) = &gemini_turn.subagent_task {
             // A Gemini CLI subagent shares its parent's process and headers.
             turn.instance = gemini::spawned_instance(task, &script.records);
@@ -895,6 +916,7 @@ impl Respond for Responder {
                 config: &script.config,
                 offered_tools: &record.tools,
                 gemini: &gemini_turn,
+                from_qwen,
             };
             let template = match self.format {
                 WireFormat::Neutral => neutral::render(&reply),

@@ -1,4 +1,4 @@
-//! OpenAI Chat Completions (`POST /v1/chat/completions`), as opencode speaks it through `@ai-sdk/openai-compatible`.
+//! OpenAI Chat Completions (`POST /v1/chat/completions`), as opencode speaks it through `@ai-sdk/openai-compatible` and Qwen Code through `openai` (its own tool names: qwen.rs).
 
 use delegation_model::{LifecycleCall, LifecycleOp};
 use serde_json::{Value, json};
@@ -6,7 +6,7 @@ use wiremock::{Request, ResponseTemplate};
 
 use super::{
     ModelReply, NO_LIFECYCLE_TOOL_TEXT, ParsedTurn, RenderContext, asks_for_title, content_text,
-    digest_tools, json_body, sse_body, sse_response,
+    digest_tools, json_body, qwen, sse_body, sse_response,
 };
 
 fn role_of(message: &Value) -> &str {
@@ -81,8 +81,22 @@ fn output(reply: &ModelReply, context: &RenderContext) -> Output {
     match reply {
         ModelReply::Message { text } => Output::Text(text.clone()),
         ModelReply::ToolCall { tool, arguments } => Output::Call {
-            name: context.called_tool_name(tool),
+            name: context
+                .from_qwen
+                .then(|| {
+                    qwen::offered_mcp_name(
+                        tool,
+                        &context.config.mcp_server_names,
+                        context.offered_tools,
+                    )
+                })
+                .flatten()
+                .unwrap_or_else(|| context.called_tool_name(tool)),
             arguments: arguments.to_string(),
+        },
+        ModelReply::Spawn(spawn) if context.from_qwen => Output::Call {
+            name: qwen::DELEGATION_TOOL.to_string(),
+            arguments: qwen::spawn_arguments(spawn),
         },
         ModelReply::Spawn(spawn) => Output::Call {
             name: context.config.chat_delegation_tool.clone(),
@@ -93,6 +107,12 @@ fn output(reply: &ModelReply, context: &RenderContext) -> Output {
             })
             .to_string(),
         },
+        // Qwen Code continues a subagent only by `send_message` to a
+        // background one; the foreground subagents the endpoint starts have
+        // no tool to continue them by.
+        ModelReply::Lifecycle(_) if context.from_qwen => {
+            Output::Text(NO_LIFECYCLE_TOOL_TEXT.to_string())
+        }
         // opencode resumes a child by calling its delegation tool with the
         // child's session id: that runs the child's turn with the prompt.
         ModelReply::Lifecycle(LifecycleCall {
@@ -120,7 +140,7 @@ fn usage() -> Value {
 
 pub(super) fn render(reply: &ModelReply, context: &RenderContext) -> ResponseTemplate {
     let id = format!("chatcmpl-harness-{}", context.seq);
-    let call_id = format!("call_harness_{}", context.seq);
+    let call_id = qwen::call_id(context.seq);
     let output = output(reply, context);
     let finish_reason = match output {
         Output::Text(_) => "stop",
