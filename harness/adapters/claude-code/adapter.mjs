@@ -22,6 +22,8 @@ const MODEL_ID = 'reference-model';
 const DEFAULT_ROLES = ['worker'];
 /** Claude Code's built-in tools that write files or run commands: what a read-only instance may not hold. */
 const WRITING_TOOLS = ['Bash', 'Edit', 'Write', 'NotebookEdit'];
+/** The MCP tool classes a read-only sandbox refuses (the protocol's eligibility table: read_only_context). */
+const READ_ONLY_REFUSED = ['file-write', 'shell', 'generic'];
 
 const denied = (reason, detail, inferred) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}), ...(inferred ? { inferred } : {}) });
 const needString = (params, key) => {
@@ -164,7 +166,11 @@ export class Adapter {
     for (const name of new Set([...DEFAULT_ROLES, ...Object.keys(configured)])) {
       const role = configured[name] || {};
       const lines = ['---', `name: ${name}`, `description: The delegation-harness role ${name}`, 'model: inherit'];
-      if (role.sandbox === 'read-only') lines.push(`disallowedTools: ${WRITING_TOOLS.join(', ')}`);
+      if (role.sandbox === 'read-only') {
+        // The eligibility table refuses these classes in a read-only sandbox: the MCP tools of them go too.
+        const writingMcp = [...this.catalogue.values()].filter((t) => READ_ONLY_REFUSED.includes(t.class)).map((t) => t.claude);
+        lines.push(`disallowedTools: ${[...WRITING_TOOLS, ...writingMcp].join(', ')}`);
+      }
       if (Array.isArray(role.tools)) {
         const names = role.tools.map((tool) => (this.catalogue.get(tool) || {}).claude).filter(Boolean);
         // An empty list would read as "every tool" to Claude Code.
