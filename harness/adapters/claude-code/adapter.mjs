@@ -295,6 +295,8 @@ export class Adapter {
       const sealed = new Set(root.sealed || []);
       for (const entry of this.catalogue.values()) {
         if (!sealed.has(entry.name)) deny.push(entry.claude);
+        // A read-only sandbox refuses these classes before anyone is asked: removed, as the writing built-ins are.
+        else if (ceiling.sandbox === 'read-only' && READ_ONLY_REFUSED.includes(entry.class)) deny.push(entry.claude);
         else if (runsUnasked(entry.class, ceiling)) allow.push(entry.claude);
       }
     }
@@ -345,8 +347,13 @@ export class Adapter {
       throw new RpcError(CODES.HOST_FAILURE, `claude exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
     }
     if (answered) return this.answeredReport(answered, digest);
+    const readOnly = (instance) => instance && instance.ceiling && instance.ceiling.sandbox === 'read-only';
     const report = turnReport(digest, {
       nameBack: (name) => this.nameBack(name),
+      // A tool this root's read-only mapping removed: Claude Code says only "No such tool available".
+      // The call names it as the model did: Claude Code's name, or the harness's when none was offered.
+      removedForReadOnly: (name) => readOnly(this.state.instances[id])
+        && [...this.catalogue.values()].some((t) => (t.claude === name || t.name === name) && READ_ONLY_REFUSED.includes(t.class)),
       childEffective: (child) => (this.state.instances[child.agentId] || {}).ceiling,
     });
     return {

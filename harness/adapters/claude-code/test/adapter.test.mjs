@@ -297,3 +297,19 @@ test('a sealed tool runs unasked exactly where the eligibility table runs it: re
   assert.equal(runsUnasked('file-write', { sandbox: ww, approval_policy: 'never' }), false);
   assert.equal(runsUnasked('file-write', { sandbox: ww, approval_policy: 'untrusted' }), false);
 });
+
+test('a read-only instance\'s writing MCP tool is removed, and Claude Code\'s "No such tool available" for it reads as read_only_context, inferred', () => {
+  const digest = digestEvents([
+    { type: 'assistant', parent_tool_use_id: null, message: { content: [{ type: 'tool_use', id: 't7', name: 'mcp__harness__run_shell', input: {} }] } },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 't7', is_error: true, content: '<tool_use_error>Error: No such tool available: mcp__harness__run_shell</tool_use_error>' }] } },
+    { type: 'result', is_error: false, result: 'ok', permission_denials: [] },
+  ]);
+  const nameBack = (n) => n.replace('mcp__harness__', '');
+  const removed = turnReport(digest, { nameBack, removedForReadOnly: (n) => n === 'mcp__harness__run_shell' });
+  assert.deepEqual(removed.tool_call, { tool: 'run_shell', outcome: 'denied', reason: 'read_only_context' });
+  assert.deepEqual(removed.inferred, ['tool_call']);
+  // Not removed by the mapping: Claude Code's own reason stands, not inferred.
+  const unknown = turnReport(digest, { nameBack });
+  assert.deepEqual(unknown.tool_call, { tool: 'run_shell', outcome: 'denied', reason: 'no_such_tool' });
+  assert.deepEqual(unknown.inferred, []);
+});
