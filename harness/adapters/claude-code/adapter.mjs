@@ -22,6 +22,8 @@ const MODEL_ID = 'reference-model';
 const DEFAULT_ROLES = ['worker'];
 /** Claude Code's built-in tools that write files or run commands: what a read-only instance may not hold. */
 const WRITING_TOOLS = ['Bash', 'Edit', 'Write', 'NotebookEdit'];
+/** The MCP tool classes a read-only sandbox refuses (the protocol's eligibility table: read_only_context). */
+const READ_ONLY_REFUSED = ['file-write', 'shell', 'generic'];
 
 const denied = (reason, detail, inferred) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}), ...(inferred ? { inferred } : {}) });
 const needString = (params, key) => {
@@ -29,6 +31,16 @@ const needString = (params, key) => {
   return params[key];
 };
 const unsupported = (message) => new RpcError(CODES.UNSUPPORTED_OPTION, message);
+
+/**
+ * Whether the protocol's eligibility table runs a sealed tool of this class
+ * without asking anyone: reads always, sandboxed file writes under
+ * `on-request`. Everything else is asked (or, under `never`, refused).
+ */
+export function runsUnasked(toolClass, ceiling) {
+  if (toolClass === 'read') return true;
+  return toolClass === 'file-write' && ceiling.approval_policy === 'on-request' && ceiling.sandbox !== 'read-only';
+}
 
 export class Adapter {
   constructor({ env = process.env, notify = () => {} } = {}) {
@@ -125,18 +137,28 @@ export class Adapter {
     if (config.strict_mode) throw unsupported('strict_mode: Claude Code has no sandbox policy by which to refuse an unsandboxed subagent');
     if (config.auto_approve) throw unsupported('auto_approve: Claude Code has no persistence-gated automatic approval');
     for (const [name, role] of Object.entries(config.roles || {})) {
-      if (role && (role.tools || (role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
-        throw unsupported(`role ${name}: only a role's sandbox becomes a Claude Code agent definition`);
+      if (role && ((role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
+        throw unsupported(`role ${name}: only a role's sandbox and tools become a Claude Code agent definition`);
+      }
+      if (role && role.tools && role.tools.length && !this.mcpServers.length) {
+        throw unsupported(`role ${name} names tools but the environment has no MCP servers`);
       }
     }
     this.state.configuration = config;
     this.saveState();
-    this.writeAgents();
     if (this.mcpServers.length) await this.refreshCatalogue();
+    this.writeAgents();
     return { outcome: 'ok' };
   }
 
-  /** Each role is a custom agent (`~/.claude/agents/ROLE.md` in the isolated home): read-only roles lose the writing tools. */
+  /**
+   * Each role is a custom agent (`~/.claude/agents/ROLE.md` in the isolated
+   * home): read-only roles lose the writing tools, and a role whose default
+   * names tools gets Claude Code's own tool list (`tools:`), with those MCP
+   * tools under Claude Code's names. Whether a spawn of such an agent is
+   * held to the parent's tools is Claude Code's to decide, and the harness
+   * observes it (zc/047, zc/048).
+   */
   writeAgents() {
     const configured = this.state.configuration.roles || {};
     const dir = join(this.paths.home, '.claude', 'agents');
@@ -144,7 +166,17 @@ export class Adapter {
     for (const name of new Set([...DEFAULT_ROLES, ...Object.keys(configured)])) {
       const role = configured[name] || {};
       const lines = ['---', `name: ${name}`, `description: The delegation-harness role ${name}`, 'model: inherit'];
-      if (role.sandbox === 'read-only') lines.push(`disallowedTools: ${WRITING_TOOLS.join(', ')}`);
+      if (role.sandbox === 'read-only') {
+        // The eligibility table refuses these classes in a read-only sandbox: the MCP tools of them go too.
+        const writingMcp = [...this.catalogue.values()].filter((t) => READ_ONLY_REFUSED.includes(t.class)).map((t) => t.claude);
+        lines.push(`disallowedTools: ${[...WRITING_TOOLS, ...writingMcp].join(', ')}`);
+      }
+      if (Array.isArray(role.tools)) {
+        const names = role.tools.map((tool) => (this.catalogue.get(tool) || {}).claude).filter(Boolean);
+        // An empty list would read as "every tool" to Claude Code.
+        if (!names.length) throw unsupported(`role ${name}: none of its tools is served, and Claude Code cannot define an agent with no tools`);
+        lines.push(`tools: ${names.join(', ')}`);
+      }
       lines.push('---', `You are the ${name} subagent. Do the task you are given.`, '');
       writeFileSync(join(dir, `${name}.md`), lines.join('\n'));
     }
@@ -256,13 +288,16 @@ export class Adapter {
       const file = join(this.paths.root, 'mcp.json');
       writeAtomic(file, JSON.stringify(config, null, 2) + '\n');
       args.push('--mcp-config', file, '--strict-mcp-config');
-      // A sealed tool runs without asking under `never` (nobody to ask), and
-      // under `on-request` when it only reads; every other sealed tool asks.
-      // A tool served but not sealed is removed.
+      // A sealed tool the policy runs unasked gets an allow rule; every other
+      // sealed tool asks, which under `never` (no prompt tool: nobody to ask)
+      // Claude Code itself turns into a denial. A tool served but not sealed
+      // is removed.
       const sealed = new Set(root.sealed || []);
       for (const entry of this.catalogue.values()) {
         if (!sealed.has(entry.name)) deny.push(entry.claude);
-        else if (ceiling.approval_policy === 'never' || (ceiling.approval_policy === 'on-request' && entry.class === 'read')) allow.push(entry.claude);
+        // A read-only sandbox refuses these classes before anyone is asked: removed, as the writing built-ins are.
+        else if (ceiling.sandbox === 'read-only' && READ_ONLY_REFUSED.includes(entry.class)) deny.push(entry.claude);
+        else if (runsUnasked(entry.class, ceiling)) allow.push(entry.claude);
       }
     }
     // Asking is a person's approval, over the control protocol on stdio;
@@ -312,8 +347,13 @@ export class Adapter {
       throw new RpcError(CODES.HOST_FAILURE, `claude exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
     }
     if (answered) return this.answeredReport(answered, digest);
+    const readOnly = (instance) => instance && instance.ceiling && instance.ceiling.sandbox === 'read-only';
     const report = turnReport(digest, {
       nameBack: (name) => this.nameBack(name),
+      // A tool this root's read-only mapping removed: Claude Code says only "No such tool available".
+      // The call names it as the model did: Claude Code's name, or the harness's when none was offered.
+      removedForReadOnly: (name) => readOnly(this.state.instances[id])
+        && [...this.catalogue.values()].some((t) => (t.claude === name || t.name === name) && READ_ONLY_REFUSED.includes(t.class)),
       childEffective: (child) => (this.state.instances[child.agentId] || {}).ceiling,
     });
     return {
@@ -364,9 +404,13 @@ export class Adapter {
       : result.isError
         ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
         : { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text };
+    // A refused call is a refused answer, as the protocol reports one: the
+    // reason is Claude Code's tool result for it (a person's deny, or the
+    // call failing after an allow), read by the adapter only when it has one.
     return {
-      outcome: 'ok', instance: approval.instance, tool_call: toolCall,
-      ...(result ? {} : { inferred: ['tool_call'] }),
+      outcome: toolCall.outcome === 'denied' ? 'denied' : 'ok', instance: approval.instance, tool_call: toolCall,
+      ...(toolCall.outcome === 'denied' ? { reason: toolCall.reason } : {}),
+      ...(!result ? { inferred: ['tool_call', 'reason'] } : result.isError && approval.decision === 'allow' ? { inferred: ['reason'] } : {}),
     };
   }
 
@@ -384,7 +428,8 @@ export class Adapter {
     if (!run || !run.pending || run.pending.request_id !== approval.request_id) {
       throw new RpcError(CODES.HOST_FAILURE, `Claude Code's permission request behind ${requestId} ended with its process (a restart): nothing is left to answer`);
     }
-    approval.state = 'dispatched';
+    // A person's deny is decided and never dispatched; an allow goes out to Claude Code.
+    approval.state = decision === 'allow' ? 'dispatched' : 'decided';
     approval.decision = decision;
     approval.decided_by = 'person';
     this.saveState();
@@ -407,6 +452,9 @@ export class Adapter {
     const role = (this.state.configuration.roles || {})[roleName] || {};
     const ceiling = { ...parent, delegation_depth: Math.max(0, (parent.delegation_depth ?? 1) - 1) };
     if (role.sandbox === 'read-only') ceiling.sandbox = 'read-only';
+    if (Array.isArray(role.tools)) {
+      ceiling.tools = Object.fromEntries(Object.entries(parent.tools || {}).filter(([name]) => role.tools.includes(name)));
+    }
     return ceiling;
   }
 

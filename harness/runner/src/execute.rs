@@ -780,7 +780,7 @@ impl Run<'_> {
             ]
             .into_iter()
             .flatten()
-            .any(|name| self.aliases.contains_key(name))
+            .any(|name| name == UNKNOWN_ALIAS || self.aliases.contains_key(name))
         })
     }
 
@@ -795,10 +795,12 @@ impl Run<'_> {
         for rule in &mut rules {
             resolve(&mut rule.when.instance);
             resolve(&mut rule.attribute_to);
-            if let delegation_observers::ModelReply::Lifecycle(call) = &mut rule.reply
-                && let Some(bound) = self.aliases.get(&call.target)
-            {
-                call.target = bound.id.clone();
+            if let delegation_observers::ModelReply::Lifecycle(call) = &mut rule.reply {
+                if call.target == UNKNOWN_ALIAS {
+                    call.target = self.unknown_id.clone();
+                } else if let Some(bound) = self.aliases.get(&call.target) {
+                    call.target = bound.id.clone();
+                }
             }
         }
         rules

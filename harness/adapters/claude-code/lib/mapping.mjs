@@ -100,7 +100,7 @@ export function childrenOf(digest, rootId) {
  * `nameBack(name)` turns Claude Code's name for an MCP tool into the
  * harness's. Answers `{turn, tool_call?, inferred}` for the ActionResult.
  */
-export function turnReport(digest, { nameBack = (n) => n, childEffective = () => undefined } = {}) {
+export function turnReport(digest, { nameBack = (n) => n, childEffective = () => undefined, removedForReadOnly = () => false } = {}) {
   const first = digest.mainCalls[0];
   const result = digest.result;
   if (!first) {
@@ -138,7 +138,11 @@ export function turnReport(digest, { nameBack = (n) => n, childEffective = () =>
     return { turn: { reply: 'lifecycle', op: 'send_input', target, lifecycle }, inferred: [] };
   }
   const tool = nameBack(first.name);
-  const refusal = refusalOf(digest, first.id, first.name);
+  let refusal = refusalOf(digest, first.id, first.name);
+  if (refusal && refusal.reason === 'no_such_tool' && removedForReadOnly(first.name)) {
+    // Claude Code says the tool does not exist; that the adapter removed it for the read-only sandbox is the adapter's reading.
+    refusal = { reason: 'read_only_context', detail: `${refusal.detail} (removed from a read-only instance's tools by the adapter's mapping)`, inferred: true };
+  }
   const toolCall = refusal
     ? { tool, outcome: 'denied', reason: refusal.reason }
     : { tool, outcome: 'executed', ...(digest.results.has(first.id) ? { result: digest.results.get(first.id).text } : {}) };

@@ -223,8 +223,11 @@ test('on-request: a call Claude Code asks permission for is a pending approval, 
   await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:Write' });
   const refused = (await adapter.request('approval/answer', { request: 'a-2', decision: 'deny' })).result;
   assert.equal(refused.tool_call.outcome, 'denied');
+  assert.equal(refused.outcome, 'denied', 'a refused answer is a refusal, as the protocol reports a person\'s deny');
+  assert.equal(refused.reason, 'policy_denied');
+  assert.equal(refused.inferred, undefined, 'the person denied and Claude Code\'s tool result says the call did not run');
   observed = (await adapter.request('state/observe')).result.observed;
-  assert.deepEqual(observed.approvals.map((a) => [a.state, a.decision]), [['dispatched', 'allow'], ['dispatched', 'deny']]);
+  assert.deepEqual(observed.approvals.map((a) => [a.state, a.decision]), [['dispatched', 'allow'], ['decided', 'deny']]);
   await adapter.close();
 });
 
@@ -278,4 +281,35 @@ test('a SendMessage call of the parent\'s model is send_input on the subagent it
   const lifecycle = turnReport(refused).turn.lifecycle;
   assert.equal(lifecycle.outcome, 'denied');
   assert.deepEqual(lifecycle.inferred, ['reason'], 'Claude Code named no reason the adapter can read');
+});
+
+test('a sealed tool runs unasked exactly where the eligibility table runs it: reads always, file writes under on-request outside read-only', async () => {
+  const { runsUnasked } = await import('../adapter.mjs');
+  const ww = { 'workspace-write': { writable_roots: ['/w/repo'], network: false } };
+  for (const policy of ['never', 'on-request', 'untrusted']) {
+    assert.equal(runsUnasked('read', { sandbox: ww, approval_policy: policy }), true, policy);
+    for (const cls of ['mcp', 'shell', 'network', 'generic', 'delegation']) {
+      assert.equal(runsUnasked(cls, { sandbox: ww, approval_policy: policy }), false, `${cls} under ${policy}`);
+    }
+  }
+  assert.equal(runsUnasked('file-write', { sandbox: ww, approval_policy: 'on-request' }), true);
+  assert.equal(runsUnasked('file-write', { sandbox: 'read-only', approval_policy: 'on-request' }), false);
+  assert.equal(runsUnasked('file-write', { sandbox: ww, approval_policy: 'never' }), false);
+  assert.equal(runsUnasked('file-write', { sandbox: ww, approval_policy: 'untrusted' }), false);
+});
+
+test('a read-only instance\'s writing MCP tool is removed, and Claude Code\'s "No such tool available" for it reads as read_only_context, inferred', () => {
+  const digest = digestEvents([
+    { type: 'assistant', parent_tool_use_id: null, message: { content: [{ type: 'tool_use', id: 't7', name: 'mcp__harness__run_shell', input: {} }] } },
+    { type: 'user', message: { content: [{ type: 'tool_result', tool_use_id: 't7', is_error: true, content: '<tool_use_error>Error: No such tool available: mcp__harness__run_shell</tool_use_error>' }] } },
+    { type: 'result', is_error: false, result: 'ok', permission_denials: [] },
+  ]);
+  const nameBack = (n) => n.replace('mcp__harness__', '');
+  const removed = turnReport(digest, { nameBack, removedForReadOnly: (n) => n === 'mcp__harness__run_shell' });
+  assert.deepEqual(removed.tool_call, { tool: 'run_shell', outcome: 'denied', reason: 'read_only_context' });
+  assert.deepEqual(removed.inferred, ['tool_call']);
+  // Not removed by the mapping: Claude Code's own reason stands, not inferred.
+  const unknown = turnReport(digest, { nameBack });
+  assert.deepEqual(unknown.tool_call, { tool: 'run_shell', outcome: 'denied', reason: 'no_such_tool' });
+  assert.deepEqual(unknown.inferred, []);
 });

@@ -448,6 +448,14 @@ fn lifecycle_replies_need_their_capability_and_a_bound_target() {
         error.contains(".target") && error.contains("`nobody` is not an instance alias"),
         "{error}"
     );
+    // `@unknown` is the one target no step binds that loads: an id the host never issued.
+    let mut unknown = original.clone();
+    let r = rule_of(&mut unknown, "POKE_CHILD");
+    unknown["setup"]["model"][r]["reply"]["lifecycle"]["target"] = "@unknown".into();
+    Scenario::parse(&unknown.to_string(), &file)
+        .unwrap()
+        .validate(&file)
+        .unwrap();
     let error = error_of(&|v| {
         let r = rule_of(v, "POKE_CHILD");
         v["setup"]["model"][r]["reply"]["lifecycle"]
