@@ -81,7 +81,10 @@ export class Adapter {
   }
 
   config() {
-    return opencodeConfig({ modelEndpoint: this.modelEndpoint, subagentDepth: this.subagentDepth(), roles: this.roles(), mcpServers: this.mcpServers });
+    return opencodeConfig({
+      modelEndpoint: this.modelEndpoint, subagentDepth: this.subagentDepth(), roles: this.roles(), mcpServers: this.mcpServers,
+      served: [...this.catalogue.values()],
+    });
   }
 
   /**
@@ -265,6 +268,10 @@ export class Adapter {
     this.mcpServers = Array.isArray(environment.mcp_servers) ? environment.mcp_servers.filter((s) => s && s.name && s.url) : [];
     this.loadState();
     const bin = ensureOpencode({ env: this.env, log: (l, m) => this.log(l, m) });
+    // The served tools name the role rules in opencode.json and the tools of
+    // every ceiling; after a restart the harness observes before it sends
+    // `host/configure`, so they are listed now, not only at configure.
+    await this.refreshCatalogue().catch((e) => this.log('warn', `${e.message}; the tools are listed again at host/configure`));
     this.initialized = true;
     return {
       host: { name: 'opencode', version: bin.version },
@@ -380,11 +387,16 @@ export class Adapter {
   async turn(params) {
     const id = needString(params, 'instance');
     const input = needString(params, 'input');
-    const refused = await this.refusal(id);
-    if (refused) return refused;
+    const session = await this.session(id);
+    if (!session) return denied('instance_unknown', `opencode has no session ${id}`);
     const before = await this.messages(id);
     const knownChildren = new Set((await this.descendants(id)).map((c) => c.id));
-    const res = await this.api('POST', `/session/${encodeURIComponent(id)}/prompt_async`, { parts: [{ type: 'text', text: input }] });
+    // opencode takes the agent per prompt (its default agent when none is
+    // named), so a later turn of a child names the agent (the role) its
+    // `task` call created it with; without it a `reviewer` child's next
+    // turn ran under the default agent's rules, not its role's.
+    const agent = session.parentID && session.agent ? { agent: session.agent } : {};
+    const res = await this.api('POST', `/session/${encodeURIComponent(id)}/prompt_async`, { ...agent, parts: [{ type: 'text', text: input }] });
     if (res.status === 404) return denied('instance_unknown', `opencode has no session ${id}`);
     if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `prompt_async answered ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`);
     return this.report(id, before.length, knownChildren);

@@ -14,6 +14,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::authority::{ApprovalPolicy, Authority};
 use crate::digest::{ToolDefinition, digest_value};
 use crate::state::{Admission, HostState, Journal};
 use crate::vocabulary::InvariantId;
@@ -144,6 +145,8 @@ defects! {
         "the model's own resume tool (codex's resume_agent) reopens a closed child, so the input its model sends next reaches the model";
     ModelWaitRunsTurn, "model-wait-runs-turn", LW1,
         "the model's own wait tool (codex's wait_agent) nudges an idle child with an empty input to collect its status, so the wait costs a model request for the child";
+    ChildApprovalWidened, "child-approval-widened", CE1,
+        "a child is admitted with an approval policy that asks a person for nothing, so what its parent must ask for runs unasked in the child (opencode 1.18.33 copies only a parent's deny rules into a child)";
 }
 
 impl fmt::Display for Defect {
@@ -256,6 +259,18 @@ impl HostState {
         }
         self.instances.insert(id.to_string(), reopened);
         true
+    }
+
+    /// `child-approval-widened`: the child's effective approval policy asks
+    /// for nothing (no class asked, none denied), whatever the parent's is.
+    pub fn defect_widen_child_approval(&self, mut effective: Authority) -> Authority {
+        if self.has_defect(Defect::ChildApprovalWidened) {
+            effective.approval_policy = ApprovalPolicy::Granular {
+                ask: Default::default(),
+                deny: Default::default(),
+            };
+        }
+        effective
     }
 
     /// `resume-rederives-ceiling`: replaces a child's sealed ceiling with its

@@ -867,6 +867,7 @@ impl HostState {
                 "strict mode refuses a child without a sandbox",
             ));
         }
+        let effective = self.defect_widen_child_approval(effective);
         let names: Vec<&String> = effective.tools.keys().collect();
         self.check_sealed_tools(p, &names, live)?;
         Ok(Admission {

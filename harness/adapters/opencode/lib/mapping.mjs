@@ -14,7 +14,8 @@ export function policyAction(policy, cls) {
   return 'ask';
 }
 
-const READ_ONLY_REFUSES = new Set(['shell', 'file-write', 'generic']);
+/** The MCP tool classes a read-only sandbox refuses (PROTOCOL.md, the eligibility table). */
+export const READ_ONLY_REFUSES = new Set(['shell', 'file-write', 'generic']);
 
 /**
  * opencode permission rules for a root session, from the authority the

@@ -6,6 +6,7 @@ import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { READ_ONLY_REFUSES } from './mapping.mjs';
 
 export const OPENCODE_VERSION = '1.18.33';
 /** The provider and model names the adapter configures in opencode.json. */
@@ -97,13 +98,27 @@ export function workspaceDir(storeDir) {
   return join(storeDir, 'opencode', 'workspace');
 }
 
-/** opencode permission rules (config form) for a role's default authority: what the role may not do. */
-export function rolePermission(role = {}) {
+/**
+ * opencode permission rules (config form) for a role's default authority:
+ * what the role may not do. `served` are the MCP tools the harness's servers
+ * serve (`{opencode, class}`): a read-only role may not run a shell,
+ * file-write or generic one and a role without network a network one, so
+ * those are denied by opencode's name for them, as opencode's own `edit`,
+ * `bash` and `webfetch` are (without them a `reviewer` child ran a
+ * file-write MCP tool its role forbids).
+ */
+export function rolePermission(role = {}, served = []) {
   const permission = { task: 'allow' };
   const sandbox = role.sandbox;
-  if (sandbox === 'read-only') Object.assign(permission, { edit: 'deny', bash: 'deny' });
+  const readOnly = sandbox === 'read-only';
+  if (readOnly) Object.assign(permission, { edit: 'deny', bash: 'deny' });
   const ws = sandbox && sandbox['workspace-write'];
-  if (sandbox === 'read-only' || (ws && ws.network === false)) Object.assign(permission, { webfetch: 'deny', websearch: 'deny' });
+  const offline = readOnly || (ws && ws.network === false);
+  if (offline) Object.assign(permission, { webfetch: 'deny', websearch: 'deny' });
+  for (const tool of served) {
+    const cls = tool.class || 'mcp';
+    if ((readOnly && READ_ONLY_REFUSES.has(cls)) || (offline && cls === 'network')) permission[tool.opencode] = 'deny';
+  }
   if (role.delegation_depth === 0) permission.task = 'deny';
   return permission;
 }
@@ -113,11 +128,12 @@ export function rolePermission(role = {}) {
  * nesting limit (a session with that many ancestors may not call `task`);
  * `roles` (name -> role default authority) become subagents, so the
  * harness's role names are valid `subagent_type`s, each with the permission
- * rules its default allows; `mcpServers` are the harness's MCP servers as
+ * rules its default allows (`served`: the MCP tools, for the rules that
+ * name them); `mcpServers` are the harness's MCP servers as
  * opencode remote servers. Per-root rules go on the session (see
  * `sessionPermission`).
  */
-export function opencodeConfig({ modelEndpoint, subagentDepth, roles, mcpServers = [] }) {
+export function opencodeConfig({ modelEndpoint, subagentDepth, roles, mcpServers = [], served = [] }) {
   const agent = {};
   const roleMap = Array.isArray(roles) ? Object.fromEntries(roles.map((r) => [r, {}])) : roles;
   for (const [role, defaults] of Object.entries(roleMap)) {
@@ -126,7 +142,7 @@ export function opencodeConfig({ modelEndpoint, subagentDepth, roles, mcpServers
       description: `The delegation harness's \`${role}\` role.`,
       // An explicit task rule, so opencode does not add its own blanket
       // `task: deny` to children: nesting is then bounded by subagent_depth.
-      permission: rolePermission(defaults),
+      permission: rolePermission(defaults, served),
     };
   }
   const mcp = {};

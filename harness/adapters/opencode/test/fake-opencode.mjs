@@ -9,7 +9,8 @@
 // `CALL <tool>` calls that tool, as opencode would by the session's rules
 // (deny: hidden, so the `invalid` tool; ask: a pending permission request
 // until it is replied to; allow: it runs); anything else is echoed.
-// POST /instance/dispose counts in `fake-disposals.txt`; each server start
+// POST /instance/dispose counts in `fake-disposals.txt`, each prompt's
+// session and agent go to `fake-prompts.txt`; each server start
 // appends to `fake-starts.txt`. FAKE_IGNORE_SIGTERM=1 ignores SIGTERM; FAKE_PID_FILE gets the pid.
 import { createServer } from 'node:http';
 import { existsSync, readFileSync, writeFileSync, appendFileSync } from 'node:fs';
@@ -176,7 +177,11 @@ const server = createServer((req, res) => {
     if (req.method === 'GET' && sub === '') return send(200, session);
     if (req.method === 'GET' && sub === '/children') return send(200, Object.values(db.sessions).filter((s) => s.parentID === sid));
     if (req.method === 'GET' && sub === '/message') return send(200, db.messages[sid]);
-    if (req.method === 'POST' && sub === '/prompt_async') { run(sid, body.parts.map((p) => p.text).join('')); return send(204); }
+    if (req.method === 'POST' && sub === '/prompt_async') {
+      appendFileSync('fake-prompts.txt', `${JSON.stringify({ session: sid, agent: body.agent ?? null })}\n`);
+      run(sid, body.parts.map((p) => p.text).join(''));
+      return send(204);
+    }
     if (req.method === 'POST' && sub === '/abort') { delete status[sid]; return send(200, true); }
     if (req.method === 'POST' && sub === '/fork') {
       // As opencode 1.18.33: the fork gets none of the origin's permission rules.

@@ -171,3 +171,15 @@ test('resume answers the ceiling opencode\'s rules give the session and leaves i
   assert.equal((await a.request('instance/resume', { instance: 'ses_nope' })).result.reason, 'instance_unknown');
   await a.close();
 });
+
+test('a later turn of a child names the agent opencode created it with (its role); a root\'s names none', async () => {
+  const store = tempDir('agent');
+  const a = startAdapter({ store });
+  await a.initialize();
+  const root = (await a.request('instance/start', ROOT(1))).result.instance;
+  const child = (await a.request('instance/turn', { instance: root, input: 'SPAWN' })).result.turn.spawn.instance;
+  assert.equal((await a.request('instance/turn', { instance: child, input: 'hello' })).result.outcome, 'ok');
+  const prompts = readFileSync(join(workspace(store), 'fake-prompts.txt'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(prompts, [{ session: root, agent: null }, { session: child, agent: 'worker' }]);
+  await a.close();
+});

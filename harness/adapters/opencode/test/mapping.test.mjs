@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { sessionPermission, turnResult, childCeiling, liveState } from '../lib/mapping.mjs';
+import { rolePermission } from '../lib/opencode.mjs';
 import { ROOT } from './helpers.mjs';
 
 const asst = (parts, extra = {}) => ({ info: { role: 'assistant', time: { completed: 1 }, ...extra }, parts });
@@ -123,4 +124,22 @@ test('a task call naming an existing child is a lifecycle send_input (marked inf
   // Control: without task_id the same call is a spawn.
   const spawn = turnResult({ instance: 'ses_1', newChildren: [{ id: 'ses_2' }], newMessages: [call({ status: 'completed', input: {}, metadata: { sessionId: 'ses_2' } })] });
   assert.deepEqual([spawn.turn.reply, spawn.turn.spawn.instance, spawn.inferred], ['spawn', 'ses_2', undefined]);
+});
+
+test('a role default denies the MCP tools its sandbox refuses, by opencode\'s name, and nothing else', () => {
+  const served = [
+    { opencode: 'harness_probe_read', class: 'read' },
+    { opencode: 'harness_probe_write', class: 'file-write' },
+    { opencode: 'harness_probe_shell', class: 'shell' },
+    { opencode: 'harness_probe_fetch', class: 'network' },
+    { opencode: 'harness_probe_note', class: 'mcp' },
+  ];
+  assert.deepEqual(rolePermission({ sandbox: 'read-only' }, served), {
+    task: 'allow', edit: 'deny', bash: 'deny', webfetch: 'deny', websearch: 'deny',
+    harness_probe_write: 'deny', harness_probe_shell: 'deny', harness_probe_fetch: 'deny',
+  });
+  const offline = rolePermission({ sandbox: { 'workspace-write': { writable_roots: ['/w/repo'], network: false } } }, served);
+  assert.deepEqual(offline, { task: 'allow', webfetch: 'deny', websearch: 'deny', harness_probe_fetch: 'deny' });
+  assert.deepEqual(rolePermission({ sandbox: 'full-access' }, served), { task: 'allow' });
+  assert.deepEqual(rolePermission({}, served), { task: 'allow' }, 'a role without defaults narrows nothing');
 });
