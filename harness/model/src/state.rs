@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::authority::{AdmissionError, Authority, AuthorityRequest, admit};
-use crate::defects::Defect;
+use crate::decisions::SharedDecisions;
 use crate::digest::{ToolDefinition, digest_value, sha256_hex};
-use crate::eligibility::{Eligibility, class_of, eligibility};
+use crate::eligibility::{Eligibility, class_of};
 use crate::path::NormalPath;
 use crate::vocabulary::DenyReason;
 use crate::wire::*;
@@ -360,9 +360,10 @@ pub struct HostState {
     // Run-scoped below: never written.
     pub grants: BTreeMap<Id, Grant>,
     pub faults: BTreeMap<FaultPoint, Option<u32>>,
-    /// A deliberate bug for `selftest` (see [`crate::defects`]); `None` in
-    /// every correct host. Never stored: the host sets it again after a restart.
-    pub defect: Option<Defect>,
+    /// The decisions a deliberately broken host changes (`selftest`'s
+    /// mutants, see [`crate::decisions`]); the correct ones in every state
+    /// this crate makes. Never stored: a mutant host sets them again after a restart.
+    pub decisions: SharedDecisions,
 }
 
 fn to_value<T: Serialize>(v: &T) -> Value {
@@ -490,8 +491,9 @@ impl HostState {
         format!("{prefix}-{}", self.next_id)
     }
 
-    /// Commits one instance row as it stands (for defects that bypass `transition`).
-    pub(crate) fn commit_instance(
+    /// Commits one instance row as it stands, bypassing [`HostState::transition`]'s
+    /// rules (for a mutant's [`crate::decisions::Decisions::lifecycle_resume`]).
+    pub fn commit_instance(
         &mut self,
         journal: &mut dyn Journal,
         i: &InstanceRecord,
@@ -605,7 +607,7 @@ impl HostState {
         for name in names {
             // A name the ceiling does not hold was never sealed for this
             // instance (a receipt of another parent reaches here only through
-            // a defect): refused, never a lookup that panics.
+            // a mutant): refused, never a lookup that panics.
             let Some(sealed) = inst.ceiling.tools.get(*name) else {
                 return Err(Denial::new(
                     DenyReason::CeilingExceeded,
@@ -613,10 +615,7 @@ impl HostState {
                 ));
             };
             match live.get(*name) {
-                // Defect description-not-digested: the digest leaves the description out.
-                Some(def) if self.defect_tool_digest(def) == *sealed => {}
-                // Defect tools-bound-by-name: a served name counts as a match.
-                Some(_) if self.has_defect(Defect::ToolsBoundByName) => {}
+                Some(def) if self.decisions.sealed_tool_matches(sealed, def) => {}
                 Some(def) => {
                     return Err(Denial::new(
                         DenyReason::ToolDrift,
@@ -663,10 +662,8 @@ impl HostState {
             .tools
             .iter()
             .filter_map(|(name, digest)| {
-                // Defect tools-bound-by-name: the model is shown the edited definition too.
-                let by_name = self.has_defect(Defect::ToolsBoundByName);
                 live.get(name)
-                    .filter(|d| by_name || self.defect_tool_digest(d) == *digest)
+                    .filter(|d| self.decisions.sealed_tool_matches(digest, d))
             })
             .collect()
     }
@@ -714,11 +711,13 @@ impl HostState {
         match self.commit(journal, vec![write]) {
             Ok(()) => {
                 self.now = now;
-                // Defect receipt-expiry-off-by-one: expired only after `expires_at`.
-                let late = u64::from(self.has_defect(Defect::ReceiptExpiryOffByOne));
                 // Receipts past their expiry become expired as soon as the clock says so.
                 for r in self.receipts.values_mut() {
-                    if r.state == ReceiptState::Issued && self.now >= r.receipt.expires_at + late {
+                    if r.state == ReceiptState::Issued
+                        && self
+                            .decisions
+                            .receipt_expired(self.now, r.receipt.expires_at)
+                    {
                         r.state = ReceiptState::Expired;
                     }
                 }
@@ -742,11 +741,8 @@ impl HostState {
                 )
             })?;
             let mut tools = Self::seal_tools(&req.tools, live)?;
-            if self.has_defect(Defect::DescriptionNotDigested) {
-                // Defect description-not-digested: the seal leaves the description out.
-                for (name, digest) in tools.iter_mut() {
-                    *digest = self.defect_tool_digest(&live[name]);
-                }
+            for (name, digest) in tools.iter_mut() {
+                *digest = self.decisions.sealed_digest(&live[name]);
             }
             let ceiling = Authority {
                 sandbox: req.sandbox.clone(),
@@ -815,52 +811,29 @@ impl HostState {
                 "worktree relocation is not supported",
             ));
         }
-        let role_default = self.config.roles.get(&request.role);
-        // Defect role-default-ignored: the request wins over a narrower role.
-        let role_default = role_default.filter(|_| !self.has_defect(Defect::RoleDefaultIgnored));
-        let effective = match admit(&p.ceiling, role_default, &request.authority) {
-            // Defect unsealable-tool-dropped: the tools the parent cannot seal are left out.
-            Err(AdmissionError::ProjectionMissing(_))
-                if self.has_defect(Defect::UnsealableToolDropped) =>
-            {
-                let mut narrowed = request.authority.clone();
-                if let Some(tools) = &mut narrowed.tools {
-                    tools.retain(|t| p.ceiling.tools.contains_key(t));
+        let role_default = self
+            .decisions
+            .role_default(self.config.roles.get(&request.role));
+        let effective = self
+            .decisions
+            .admit(&p.ceiling, role_default, &request.authority)
+            .map_err(|e| match &e {
+                AdmissionError::CeilingExceeded(_) | AdmissionError::BadPath(..) => {
+                    Denial::new(DenyReason::CeilingExceeded, e.to_string())
                 }
-                admit(&p.ceiling, role_default, &narrowed)
-            }
-            // Defect network-axis-ignored: the network flag is not compared.
-            Err(AdmissionError::CeilingExceeded(_))
-                if self.has_defect(Defect::NetworkAxisIgnored) =>
-            {
-                let mut ceiling = p.ceiling.clone();
-                if let crate::authority::Sandbox::WorkspaceWrite { network, .. } =
-                    &mut ceiling.sandbox
-                {
-                    *network = true;
+                AdmissionError::ProjectionMissing(_) => {
+                    Denial::new(DenyReason::ProjectionMissing, e.to_string())
                 }
-                admit(&ceiling, role_default, &request.authority)
-            }
-            r => r,
-        }
-        .map_err(|e| match &e {
-            AdmissionError::CeilingExceeded(_) | AdmissionError::BadPath(..) => {
-                Denial::new(DenyReason::CeilingExceeded, e.to_string())
-            }
-            AdmissionError::ProjectionMissing(_) => {
-                Denial::new(DenyReason::ProjectionMissing, e.to_string())
-            }
-            AdmissionError::UnsupportedProvider(_) => {
-                Denial::new(DenyReason::UnsupportedTarget, e.to_string())
-            }
-            AdmissionError::DelegationExhausted => {
-                Denial::new(DenyReason::PolicyDenied, e.to_string())
-            }
-        })?;
-        // Defect strict-mode-ignored.
-        if self.config.strict_mode
-            && effective.sandbox.is_full_access()
-            && !self.has_defect(Defect::StrictModeIgnored)
+                AdmissionError::UnsupportedProvider(_) => {
+                    Denial::new(DenyReason::UnsupportedTarget, e.to_string())
+                }
+                AdmissionError::DelegationExhausted => {
+                    Denial::new(DenyReason::PolicyDenied, e.to_string())
+                }
+            })?;
+        if self
+            .decisions
+            .strict_mode_refuses(self.config.strict_mode, &effective)
         {
             return Err(Denial::new(
                 DenyReason::PolicyDenied,
@@ -897,9 +870,8 @@ impl HostState {
         answer: &AuthorizerAnswer,
     ) -> Decided<(Admission, String)> {
         let body = match answer {
-            // Defect authorizer-timeout-allows: no answer is taken for an allow (fail open).
             AuthorizerAnswer::TimedOut | AuthorizerAnswer::Unavailable(_)
-                if self.has_defect(Defect::AuthorizerTimeoutAllows) =>
+                if self.decisions.unanswered_authorizer_allows() =>
             {
                 return Ok((admission, format!("fail-open-{}", self.seq + 1)));
             }
@@ -960,9 +932,7 @@ impl HostState {
                 "authorization receipt expired",
             ));
         }
-        // Defect authorization-replay-accepted.
-        if self.used_authorizations.contains(rid)
-            && !self.has_defect(Defect::AuthorizationReplayAccepted)
+        if self.used_authorizations.contains(rid) && self.decisions.refuses_replayed_authorization()
         {
             return Err(Denial::new(
                 DenyReason::AuthorizerReplay,
@@ -981,8 +951,7 @@ impl HostState {
         if let Some(constraints) = reply.get("constraints").filter(|c| !c.is_null()) {
             let constraints: AuthorityRequest = match serde_json::from_value(constraints.clone()) {
                 Ok(c) => c,
-                // Defect widening-constraint-dropped: an unsupported constraint is ignored too.
-                Err(_) if self.has_defect(Defect::WideningConstraintDropped) => {
+                Err(_) if !self.decisions.refuses_unusable_constraint() => {
                     return Ok((admission, rid.to_string()));
                 }
                 Err(e) => return Err(malformed(&format!("has an unsupported constraint: {e}"))),
@@ -1003,8 +972,7 @@ impl HostState {
             });
             match narrowed {
                 Ok(narrowed) => admission.effective = narrowed,
-                // Defect widening-constraint-dropped: the constraint is ignored, the child admitted.
-                Err(_) if self.has_defect(Defect::WideningConstraintDropped) => {}
+                Err(_) if !self.decisions.refuses_unusable_constraint() => {}
                 Err(d) => return Err(d),
             }
         }
@@ -1048,20 +1016,14 @@ impl HostState {
         rec.child = Some(id.clone());
         rec.requested_role = Some(admission.request.role.clone());
         rec.requested = Some(admission.request.authority.clone());
-        if self.has_defect(Defect::RecordOmitsRequested) {
-            rec.requested = None; // Defect record-omits-requested.
-        }
         rec.effective = Some(admission.effective.clone());
         rec.allowed = true;
         rec.created_instances_delta = 1;
         rec.decided_by = authorization.as_ref().map(|_| DecidedBy::External);
-        if rec.decided_by.is_some() && self.has_defect(Defect::ExternalAllowAsPerson) {
-            rec.decided_by = Some(DecidedBy::Person); // Defect external-allow-as-person.
-        }
+        self.decisions.admission_record(&mut rec);
         let mut writes = vec![Self::instance_write(&inst), Self::record_write(&rec)];
         let mut consumed = None;
-        // Defect receipt-not-tombstoned: the receipt stays `issued` after its child is admitted.
-        let tombstone = !self.has_defect(Defect::ReceiptNotTombstoned);
+        let tombstone = self.decisions.tombstones_consumed_receipts();
         if let Some(rid) = admission.receipt.as_ref().filter(|_| tombstone) {
             let mut r = self.receipts[rid].clone();
             r.state = ReceiptState::Consumed;
@@ -1108,9 +1070,7 @@ impl HostState {
     ) -> ActionResult {
         self.record_denial(journal, transition, Some(parent), Some(request), &denial);
         let mut r: ActionResult = denial.into();
-        if self.has_defect(Defect::DenialWithoutReason) {
-            r.reason = None; // Defect denial-without-reason.
-        }
+        self.decisions.delegation_refusal(&mut r);
         r
     }
 
@@ -1191,9 +1151,9 @@ impl HostState {
                 format!("no receipt `{id}` was issued"),
             ));
         };
-        // Defect receipt-seal-not-checked: the id alone is trusted.
-        if *presented != to_value(&stored.receipt)
-            && !self.has_defect(Defect::ReceiptSealNotChecked)
+        if !self
+            .decisions
+            .presented_receipt_matches(presented, &to_value(&stored.receipt))
         {
             return Err(Denial::new(
                 DenyReason::BindingMismatch,
@@ -1215,9 +1175,10 @@ impl HostState {
             }
             ReceiptState::Issued => {}
         }
-        // Defect receipt-expiry-off-by-one: expired only after `expires_at`.
-        let late = u64::from(self.has_defect(Defect::ReceiptExpiryOffByOne));
-        if self.now >= stored.receipt.expires_at + late {
+        if self
+            .decisions
+            .receipt_expired(self.now, stored.receipt.expires_at)
+        {
             let mut expired = stored.clone();
             expired.state = ReceiptState::Expired;
             let write = Write {
@@ -1233,9 +1194,9 @@ impl HostState {
                 format!("receipt `{id}` expired"),
             ));
         }
-        // Defect receipt-parent-not-checked: only the request is compared.
-        let other_parent =
-            stored.receipt.parent != parent && !self.has_defect(Defect::ReceiptParentNotChecked);
+        let other_parent = !self
+            .decisions
+            .receipt_bound_to_parent(&stored.receipt.parent, parent);
         if other_parent || stored.receipt.commitment != Self::commitment(request) {
             return Err(Denial::new(
                 DenyReason::BindingMismatch,
@@ -1244,8 +1205,7 @@ impl HostState {
         }
         let p = self.live_instance(parent)?;
         let names: Vec<&String> = stored.receipt.authority.tools.keys().collect();
-        // Defect receipt-binds-names: the sealed digests are not checked on consume.
-        if !self.has_defect(Defect::ReceiptBindsNames) {
+        if self.decisions.checks_sealed_tools_on_consume() {
             self.check_sealed_tools(p, &names, live)?;
         }
         Ok(Admission {
@@ -1320,8 +1280,8 @@ impl HostState {
             r.allowed = true;
             writes.push(Self::record_write(&r));
             rec = Some(r);
-            if self.has_defect(Defect::TerminalNotPersisted) {
-                writes.remove(0); // Defect terminal-not-persisted: only the audit record is written.
+            if !self.decisions.persists_terminal_state() {
+                writes.remove(0);
             }
         }
         if let Err(d) = self.commit(journal, writes) {
@@ -1332,9 +1292,8 @@ impl HostState {
         if let Some(r) = rec {
             self.records.push(Arc::new(r));
         }
-        // Defect grants-survive-completion: the run's grants are kept.
         if (next.is_terminal() || next == LifecycleState::Completed)
-            && !self.has_defect(Defect::GrantsSurviveCompletion)
+            && self.decisions.ends_grants_with_run()
         {
             // Exact-call grants last for the run they were given in: completion,
             // cancellation and failure end them (PG6), as a restart does.
@@ -1370,8 +1329,8 @@ impl HostState {
             .instances
             .get(id)
             .is_some_and(|i| i.state.is_terminal());
-        if terminal && self.has_defect(Defect::FollowupAfterClose) {
-            return Ok(()); // Defect followup-after-close: the turn goes to the model anyway.
+        if terminal && !self.decisions.refuses_turn_on_terminal() {
+            return Ok(());
         }
         self.live_instance(id)?;
         if self.take_fault(FaultPoint::ModelCall) {
@@ -1432,7 +1391,11 @@ impl HostState {
         if let Err(d) = self.live_instance(id) {
             return d.into();
         }
-        self.defect_rederive_ceiling(id); // Defect resume-rederives-ceiling; no-op otherwise.
+        let inst = &self.instances[id];
+        let parent = inst.parent.as_ref().and_then(|p| self.instances.get(p));
+        if let Some(ceiling) = self.decisions.resumed_ceiling(inst, parent) {
+            self.instances.get_mut(id).expect("live").ceiling = ceiling;
+        }
         match self.transition(journal, id, LifecycleState::Running) {
             Ok(()) => {
                 let mut r = ActionResult::ok();
@@ -1461,13 +1424,10 @@ impl HostState {
         match call.op {
             LifecycleOp::SendInput => LifecyclePlan::Turn { input },
             LifecycleOp::Resume => {
-                let resumed = if self.defect_reopen_terminal(journal, target) {
-                    let mut r = ActionResult::ok();
-                    r.instance = Some(target.into());
-                    r
-                } else {
-                    self.resume(journal, target)
-                };
+                let decisions = self.decisions.clone();
+                let resumed = decisions
+                    .lifecycle_resume(self, journal, target)
+                    .unwrap_or_else(|| self.resume(journal, target));
                 match &call.message {
                     Some(_) if resumed.is_ok() => LifecyclePlan::Turn { input },
                     _ => LifecyclePlan::Done(resumed),
@@ -1492,16 +1452,8 @@ impl HostState {
             state: LifecycleState::Running,
             ..source.clone()
         };
-        // Defect fork-drops-risk: the fork starts with no score.
-        if self.has_defect(Defect::ForkDropsRisk) {
-            fork.risk = None;
-        }
-        // Defect fork-takes-parent-ceiling: the fork is sealed with the parent's ceiling.
-        if self.has_defect(Defect::ForkTakesParentCeiling)
-            && let Some(p) = source.parent.as_ref().and_then(|p| self.instances.get(p))
-        {
-            fork.ceiling = p.ceiling.clone();
-        }
+        let source_parent = source.parent.as_ref().and_then(|p| self.instances.get(p));
+        self.decisions.forked(&mut fork, source_parent);
         let mut rec = self.new_record("fork");
         rec.parent = source.parent.clone();
         rec.child = Some(new_id.clone());
@@ -1538,8 +1490,7 @@ impl HostState {
         r.instance = Some(id.into());
         if inst.state != LifecycleState::Running {
             r.woke = Some(WakeReason::Event);
-        } else if self.now >= deadline || self.has_defect(Defect::WaitDeadlineEarly) {
-            // Defect wait-deadline-early: the deadline is reported whatever the clock says.
+        } else if self.decisions.wait_reached_deadline(self.now, deadline) {
             r.woke = Some(WakeReason::Deadline);
         } else {
             r.detail = Some(format!(
@@ -1557,8 +1508,7 @@ impl HostState {
         instance: &str,
         kind: &str,
     ) -> ActionResult {
-        // Defect event-replay-accepted: event ids are not deduplicated.
-        if self.delivered_events.contains(event) && !self.has_defect(Defect::EventReplayAccepted) {
+        if self.delivered_events.contains(event) && self.decisions.deduplicates_events() {
             return Denial::new(
                 DenyReason::EventReplayed,
                 format!("event `{event}` was already delivered"),
@@ -1629,14 +1579,12 @@ impl HostState {
         }
         let class = class_of(&live[tool].raw);
         let arguments_digest = digest_value(arguments).unwrap_or_else(|e| format!("invalid:{e}"));
-        match eligibility(&inst.ceiling.approval_policy, &inst.ceiling.sandbox, class) {
-            // Defect auto-skips-read-only: the automatic path never asks the read-only rule.
-            Eligibility::Denied(DenyReason::ReadOnlyContext)
-                if self.auto_approve && self.has_defect(Defect::AutoSkipsReadOnly) => {}
-            // Defect never-raises-approval: under `never` the escalation is asked for anyway.
-            Eligibility::Denied(DenyReason::PolicyDenied)
-                if inst.ceiling.approval_policy == crate::authority::ApprovalPolicy::Never
-                    && self.has_defect(Defect::NeverRaisesApproval) => {}
+        match self.decisions.eligibility(
+            &inst.ceiling.approval_policy,
+            &inst.ceiling.sandbox,
+            class,
+            self.auto_approve,
+        ) {
             Eligibility::Denied(reason) => {
                 return ToolPlan::Denied(Denial::new(
                     reason,
@@ -1656,9 +1604,9 @@ impl HostState {
             g.grant.instance == instance
                 && g.grant.tool == tool
                 && g.grant.tool_digest == sealed_digest
-                // Defect grant-matches-tool-only: the arguments are not compared.
-                && (g.grant.arguments_digest == arguments_digest
-                    || self.has_defect(Defect::GrantMatchesToolOnly))
+                && self
+                    .decisions
+                    .grant_matches_arguments(&g.grant.arguments_digest, &arguments_digest)
         }) {
             return ToolPlan::Execute {
                 tool: name,
@@ -1696,9 +1644,8 @@ impl HostState {
         if !self.auto_approve {
             return ToolPlan::Pending { approval: id };
         }
-        // Defect auto-ignores-risk: the automatic path never looks at the score.
         if inst.risk.as_deref().is_some_and(requires_full_review)
-            && !self.has_defect(Defect::AutoIgnoresRisk)
+            && self.decisions.auto_path_reads_risk()
         {
             // Elevated or stale risk: no automatic answer; a full review decides,
             // and the host says so once, in one record per request (AR1).
@@ -1717,22 +1664,18 @@ impl HostState {
         approval.approval.state = ApprovalState::Decided;
         approval.approval.decision = Some(Decision::Allow);
         approval.approval.decided_by = Some(DecidedBy::Policy);
-        // Defect dispatch-before-record: the allow goes out first; the crash comes before the record.
-        if self.has_defect(Defect::DispatchBeforeRecord)
-            && self.take_fault(FaultPoint::CrashAfterDecisionCommit)
-        {
+        let decisions = self.decisions.clone();
+        if decisions.dispatched_before_record(self) {
             return ToolPlan::Execute {
                 tool: name,
                 arguments: arguments.clone(),
                 approval: Some(id),
             };
         }
-        if let Err(d) = self.commit_decision(journal, &approval) {
-            if !self.has_defect(Defect::SwallowStoreError) {
-                return ToolPlan::Denied(d);
-            }
-            // Defect swallow-store-error: the error is dropped and the allow goes out (seed 002).
-            self.approvals.insert(id.clone(), approval.clone());
+        if let Err(d) = self.commit_decision(journal, &approval)
+            && let Err(d) = decisions.decision_write_failed(self, &approval, d)
+        {
+            return ToolPlan::Denied(d);
         }
         if self.take_fault(FaultPoint::CrashAfterDecisionCommit) {
             return ToolPlan::Crash;
@@ -1806,9 +1749,8 @@ impl HostState {
                 format!("no approval request `{id}`"),
             ));
         };
-        // Defect answer-twice: a settled request is answered (and dispatched) again.
         if approval.approval.state != ApprovalState::Pending
-            && !self.has_defect(Defect::AnswerTwice)
+            && self.decisions.refuses_second_answer()
         {
             return ToolPlan::Denied(Denial::new(
                 DenyReason::EventReplayed,
@@ -1864,13 +1806,13 @@ impl HostState {
             key: "auto_approve".into(),
             value: RowValue::new(json!(enabled)),
         };
-        // Defect auto-approve-not-persisted: the switch is kept in memory only.
-        let persisted = !self.has_defect(Defect::AutoApproveNotPersisted);
+        let persisted = self.decisions.persists_auto_approve();
         match self.commit(journal, [write].into_iter().filter(|_| persisted).collect()) {
             Ok(()) => {
                 self.auto_approve = enabled;
-                if !enabled && self.has_defect(Defect::AutoOffDiscardsDecisions) {
-                    self.defect_discard_policy_decisions(); // Defect auto-off-discards-decisions.
+                if !enabled {
+                    let decisions = self.decisions.clone();
+                    decisions.auto_approve_turned_off(self);
                 }
                 ActionResult::ok()
             }
@@ -1936,9 +1878,7 @@ impl HostState {
         }
         self.capabilities.insert(id.clone(), record);
         let mut r = ActionResult::ok();
-        if self.has_defect(Defect::SecretInAudit) {
-            r.detail = Some(format!("issued capability {id} with secret {secret}")); // Defect secret-in-audit.
-        }
+        self.decisions.capability_issued(&mut r, &id, &secret);
         r.capability = Some(CapabilityToken {
             id,
             secret: generated.then_some(secret),
@@ -1999,22 +1939,16 @@ impl HostState {
             return denied("no capability matches the presented secret".into());
         };
         let c = &cap.capability;
-        // Defect capability-binding-unchecked.
-        if (c.task != task || c.agent != agent)
-            && !self.has_defect(Defect::CapabilityBindingUnchecked)
-        {
+        if !self.decisions.capability_bound(c, task, agent) {
             return denied(format!(
                 "capability `{}` is bound to another task or agent",
                 c.id
             ));
         }
-        if c.revoked && !self.has_defect(Defect::CapabilityRevocationIgnored) {
-            // Defect capability-revocation-ignored skips this.
+        if self.decisions.capability_revoked(c) {
             return denied(format!("capability `{}` was revoked", c.id));
         }
-        // Defect capability-expiry-off-by-one: expired only after `expires_at`.
-        let late = u64::from(self.has_defect(Defect::CapabilityExpiryOffByOne));
-        if self.now >= c.expires_at + late {
+        if self.decisions.capability_expired(self.now, c.expires_at) {
             return denied(format!("capability `{}` expired", c.id));
         }
         if !c.tools.iter().any(|t| t == tool) {
@@ -2024,9 +1958,8 @@ impl HostState {
             ));
         }
         let key = call_id.map(|k| format!("{}/{k}", c.id));
-        // Defect capability-retry-reruns: the kept outcome is not looked up.
         if let Some(k) = &key
-            && !self.has_defect(Defect::CapabilityRetryReruns)
+            && self.decisions.returns_kept_outcome()
             && let Some(outcome) = self.capability_outcomes.get(k)
         {
             return (
@@ -2045,9 +1978,8 @@ impl HostState {
         if let Err(d) = self.check_sealed_tools(&inst, &[&name], live) {
             return (ToolPlan::Denied(d), None);
         }
-        // Defect bounded-reaches-any-tool.
         if inst.ceiling.approval_policy.is_bounded()
-            && !self.has_defect(Defect::BoundedReachesAnyTool)
+            && self.decisions.bounded_reaches_only_delegation()
             && class_of(&live[tool].raw) != crate::authority::ActionClass::Delegation
         {
             return denied(format!(
@@ -2086,8 +2018,8 @@ impl HostState {
     /// The MCP server announced `tools/list_changed`: every live instance's
     /// seal is invalid until a new receipt (SD3). Durable, so a restart does not forget it.
     pub fn tool_list_changed(&mut self, journal: &mut dyn Journal) -> Decided<()> {
-        if self.has_defect(Defect::SilentListChanged) {
-            return Ok(()); // Defect silent-list-changed: the notification is dropped.
+        if !self.decisions.takes_in_list_changed() {
+            return Ok(());
         }
         let mut writes = Vec::new();
         let mut updated = Vec::new();
