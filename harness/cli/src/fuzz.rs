@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
+use delegation_host::mutants::Defect;
 use delegation_host::{HostLauncher, ReferenceLauncher};
-use delegation_model::defects::Defect;
 use delegation_model::fuzzing::Op;
 use delegation_runner::execute::ExecOptions;
 use delegation_runner::fuzz::{CaseResult, failing_op, run_ops, run_scenario, translate};

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use delegation_host::ReferenceLauncher;
+use delegation_host::mutants::Defect;
 use delegation_model::InvariantId;
-use delegation_model::defects::Defect;
 use delegation_runner::catalogue::{Filter, order};
 use delegation_runner::{
     ObserverWorlds, RunOptions, RunReport, Scenario, ScenarioResult, Verdict, exit_code, report,
@@ -28,7 +28,7 @@ use crate::CatalogueArgs;
 pub struct SelftestArgs {
     #[command(flatten)]
     pub catalogue: CatalogueArgs,
-    /// Only these defects (kebab-case names, see `delegation_model::defects`). Repeatable. Default: all.
+    /// Only these defects (kebab-case names, see `delegation_host::mutants`). Repeatable. Default: all.
     #[arg(long, value_name = "NAME")]
     pub defect: Vec<Defect>,
     /// Only scenarios whose id contains this text or matches this glob. Repeatable.

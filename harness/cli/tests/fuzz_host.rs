@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use delegation_host::ReferenceLauncher;
-use delegation_model::defects::Defect;
+use delegation_host::mutants::Defect;
 use delegation_runner::catalogue::Catalogue;
 use delegation_runner::{ObserverWorlds, RunOptions, Scenario};
 

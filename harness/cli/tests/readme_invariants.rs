@@ -41,9 +41,10 @@ fn table(coverage: &BTreeMap<InvariantId, Vec<String>>) -> String {
             shown.join(", ")
         };
         out.push_str(&format!(
-            "| {id} | {} | {} | `invariants.rs` `fn {}` | {} ({}) |\n",
+            "| {id} | {} | {} | `invariants/{}.rs` `fn {}` | {} ({}) |\n",
             id.tier(),
             id.meaning(),
+            id.as_str()[..2].to_lowercase(),
             id.as_str().to_lowercase(),
             scenarios.len(),
             list

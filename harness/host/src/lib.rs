@@ -1,6 +1,7 @@
 //! The Host trait the runner drives, the reference host, and the subprocess host.
 
 pub mod mcp_client;
+pub mod mutants;
 pub mod process;
 pub mod reference;
 

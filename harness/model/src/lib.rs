@@ -5,7 +5,7 @@
 //! every other host against it.
 
 pub mod authority;
-pub mod defects;
+pub mod decisions;
 pub mod digest;
 pub mod eligibility;
 pub mod fuzzing;

@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn a_broken_host_exits_with_violations_and_its_failures_are_failed_tests() {
         let mutant = ReferenceLauncher {
-            defect: Some(delegation_model::defects::Defect::FollowupAfterClose),
+            defect: Some(delegation_host::mutants::Defect::FollowupAfterClose),
         };
         let outcome = Conformance::launcher(Arc::new(mutant))
             .catalogue(catalogue())

@@ -552,7 +552,7 @@ mod tests {
         ]);
         fuzz_reference_host(&bytes);
         let mutant = delegation_host::ReferenceLauncher {
-            defect: Some(delegation_model::defects::Defect::FollowupAfterClose),
+            defect: Some(delegation_host::mutants::Defect::FollowupAfterClose),
         };
         let panic = std::panic::catch_unwind(|| fuzz_host(&bytes, &mutant))
             .expect_err("the mutant host must make the body panic");

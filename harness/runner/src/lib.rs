@@ -11,6 +11,7 @@ pub mod checks;
 pub mod conformance;
 pub mod events;
 pub mod execute;
+pub mod expect_check;
 pub mod expectations;
 pub mod fuzz;
 pub mod observers;

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use delegation_host::ReferenceLauncher;
-use delegation_model::defects::Defect;
+use delegation_host::mutants::Defect;
 use delegation_runner::execute::ExecOptions;
 use delegation_runner::fuzz::{CaseResult, run_ops};
 use serde_json::json;

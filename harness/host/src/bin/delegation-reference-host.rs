@@ -102,7 +102,7 @@ async fn main() {
 /// The hidden `--defect NAME` flag: runs a deliberately broken host for
 /// `selftest`-style checks of a catalogue through the subprocess path.
 /// An unknown name or a stray argument exits 2 with the valid names.
-fn defect_from_args() -> Option<delegation_model::defects::Defect> {
+fn defect_from_args() -> Option<delegation_host::mutants::Defect> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
         [] => None,

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use delegation_model::defects::Defect;
 use delegation_model::digest::sha256_hex;
 use delegation_model::state::{
     Admission, AuthorizerAnswer, HostState, LifecyclePlan, LiveTools, PlanEnd, ToolPlan,
@@ -27,6 +26,7 @@ use delegation_protocol::{
 use serde_json::{Value, json};
 
 use crate::mcp_client::McpClient;
+use crate::mutants::{self, Defect};
 use crate::{Host, HostError, HostLauncher};
 use store::SqliteJournal;
 
@@ -68,6 +68,8 @@ struct Running {
     /// A `list_changed` received whose invalidation is not committed yet:
     /// kept across a failed write, so the next action tries again.
     list_changed: bool,
+    /// The deliberate bug the host carries, for the decisions made around the model's.
+    defect: Option<Defect>,
 }
 
 /// The in-process reference host.
@@ -88,7 +90,7 @@ impl ReferenceHost {
         ReferenceHost::with_defect(store_dir, None)
     }
 
-    /// A reference host with one deliberate bug (see [`delegation_model::defects`]),
+    /// A reference host with one deliberate bug (see [`crate::mutants`]),
     /// kept across restarts; only `selftest` and the hidden `--defect` flag use it.
     pub fn with_defect(store_dir: &Path, defect: Option<Defect>) -> ReferenceHost {
         ReferenceHost {
@@ -215,8 +217,7 @@ impl Running {
             return Ok((admission, None));
         }
         // Defect authorizer-skipped-on-receipt: the consume path never asks the authorizer.
-        if admission.receipt.is_some() && self.state.has_defect(Defect::AuthorizerSkippedOnReceipt)
-        {
+        if admission.receipt.is_some() && self.defect == Some(Defect::AuthorizerSkippedOnReceipt) {
             return Ok((admission, None));
         }
         let answer = if self
@@ -339,7 +340,8 @@ impl ReferenceHost {
         match self.defect {
             Some(Defect::ChildBeforePolicyCheck) => {
                 let run = self.running(method)?;
-                let Some(admission) = run.state.defect_unchecked_admission(parent, request) else {
+                let Some(admission) = mutants::unchecked_admission(&run.state, parent, request)
+                else {
                     return Ok(());
                 };
                 if let Ok((child, _)) = run.state.commit_child(&mut run.journal, admission, None) {
@@ -398,7 +400,7 @@ impl ReferenceHost {
         if let Err(d) = run.state.begin_turn(&mut run.journal, instance) {
             // Defect queued-followup-after-close: the refused follow-up is kept for later.
             let queue = d.reason == DenyReason::InstanceTerminal
-                && run.state.has_defect(Defect::QueuedFollowupAfterClose);
+                && run.defect == Some(Defect::QueuedFollowupAfterClose);
             self.queued = flush;
             if queue {
                 self.queued.push((instance.to_string(), input.to_string()));
@@ -549,7 +551,7 @@ impl Host for ReferenceHost {
             .load()
             .map_err(|e| HostError::Launch(e.to_string()))?;
         let mut state = HostState::restore(&rows).map_err(HostError::Launch)?;
-        state.set_defect(self.defect);
+        mutants::install(&mut state, self.defect);
         if state.seal_key.is_empty() {
             state.seal_key = fresh_seal_key(&dir);
         }
@@ -571,6 +573,7 @@ impl Host for ReferenceHost {
             environment: params.environment,
             mcp,
             list_changed: false,
+            defect: self.defect,
         });
         Ok(InitializeResult {
             host: HostInfo {
@@ -646,7 +649,7 @@ impl Host for ReferenceHost {
                 // Defect dispatch-before-record: the host dies after the handler ran, before the record.
                 crashed |= armed
                     && !run.state.faults.contains_key(&crash)
-                    && run.state.has_defect(Defect::DispatchBeforeRecord);
+                    && run.defect == Some(Defect::DispatchBeforeRecord);
                 self.crashed |= crashed;
                 r
             }

@@ -31,11 +31,25 @@ fn spawn_answering<'a>(twin: &'a Scenario, input: &str) -> Option<&'a SpawnReque
     }
 }
 
+/// Whether any spawn the twin's model answers with asks for an authority.
+fn spawns_ask_authority(twin: &Scenario) -> bool {
+    twin.setup.model.iter().any(|r| match &r.reply {
+        ModelReply::Spawn(spawn) => spawn.authority != AuthorityRequest::default(),
+        _ => false,
+    })
+}
+
 /// Everything in which `twin` is not the spawn-based form of `original`.
 fn differences(original: &Scenario, twin: &Scenario) -> Vec<String> {
     let mut out = Vec::new();
     let set = |v: &[String]| v.iter().cloned().collect::<BTreeSet<String>>();
-    if set(&twin.needs) != set(&original.needs) {
+    let mut twin_needs = set(&twin.needs);
+    // The authority a delegation asks for travels on a spawn only where the
+    // host takes one there: the same question, a capability more.
+    if spawns_ask_authority(twin) && !original.needs.iter().any(|n| n == "spawn-authority") {
+        twin_needs.remove("spawn-authority");
+    }
+    if twin_needs != set(&original.needs) {
         out.push(format!(
             "needs {:?}, the original needs {:?}",
             twin.needs, original.needs

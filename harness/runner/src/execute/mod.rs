@@ -9,21 +9,28 @@ use std::time::{Duration, Instant};
 
 use delegation_host::{Host, HostError, HostLauncher};
 use delegation_model::{
-    Action, ActionResult, ApprovalState, DecidedBy, Decision, Evidence, HistoryEntry, InvariantId,
-    Millis, Observed, Receipt, ReportedValue, StepKind, TurnReport, WorldChange,
+    Action, ActionResult, ApprovalState, Evidence, HistoryEntry, InvariantId, Millis, Observed,
+    Receipt, StepKind, TurnReport, WorldChange,
 };
 use delegation_protocol::{Environment, InitializeParams, InitializeResult, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
 use crate::checks::{self, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
-use crate::provenance::{self, Basis, InferredCheck};
+use crate::expect_check::{StepSeen, check_expect};
+use crate::provenance::{self, InferredCheck};
 use crate::scenario::{
-    AliasKind, DELEGATION_TRANSITIONS, Expect, LATEST_PENDING, ModelEndpointStep, RequestCount,
-    Scenario, StepAction, Tamper, TamperOp, UNKNOWN_ALIAS,
+    AliasKind, Expect, LATEST_PENDING, ModelEndpointStep, Scenario, StepAction, Tamper, TamperOp,
+    UNKNOWN_ALIAS,
 };
 use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
+
+mod bindings;
+mod store_dir;
+
+use store_dir::StoreDir;
+pub use store_dir::remove_leftover_stores;
 
 /// Knobs for executing scenarios.
 #[derive(Clone, Debug)]
@@ -86,11 +93,13 @@ pub struct Transcript {
     pub secrets: Vec<String>,
 }
 
+/// What a scenario's alias is bound to: a host id, and for receipts and
+/// capabilities what the host handed out with it.
 #[derive(Clone, Debug)]
-struct Bound {
-    id: String,
-    receipt: Option<Receipt>,
-    secret: Option<String>,
+pub struct Bound {
+    pub id: String,
+    pub receipt: Option<Receipt>,
+    pub secret: Option<String>,
 }
 
 enum HostFault {
@@ -308,57 +317,6 @@ pub async fn execute(
         held_on_inference,
         ..finish(outcome, failures, steps_run, transcript)
     }
-}
-
-/// Store directories of scenarios still running (or whose removal failed).
-static LIVE_STORES: std::sync::Mutex<BTreeSet<PathBuf>> = std::sync::Mutex::new(BTreeSet::new());
-
-fn live_stores() -> std::sync::MutexGuard<'static, BTreeSet<PathBuf>> {
-    LIVE_STORES.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A scenario's store directory, removed when the scenario ends, also when
-/// its future is dropped mid-run (an interrupt); known to
-/// [`remove_leftover_stores`] until it is gone.
-struct StoreDir(Option<tempfile::TempDir>);
-
-impl StoreDir {
-    fn new(dir: tempfile::TempDir) -> StoreDir {
-        live_stores().insert(dir.path().to_path_buf());
-        StoreDir(Some(dir))
-    }
-
-    fn path(&self) -> &Path {
-        self.0.as_ref().map_or(Path::new(""), |d| d.path())
-    }
-}
-
-impl Drop for StoreDir {
-    fn drop(&mut self) {
-        if let Some(dir) = self.0.take() {
-            let path = dir.path().to_path_buf();
-            if dir.close().is_ok() || !path.exists() {
-                live_stores().remove(&path);
-            }
-        }
-    }
-}
-
-/// Removes the store directories of scenarios that did not remove their
-/// own (a run interrupted while they ran, a removal that failed while an
-/// adapter still wrote into it). Returns those that still cannot be removed.
-pub fn remove_leftover_stores() -> Vec<(PathBuf, std::io::Error)> {
-    let leftovers: Vec<PathBuf> = live_stores().iter().cloned().collect();
-    let mut failed = Vec::new();
-    for path in leftovers {
-        match std::fs::remove_dir_all(&path) {
-            Err(e) if path.exists() => failed.push((path, e)),
-            _ => {
-                live_stores().remove(&path);
-            }
-        }
-    }
-    failed
 }
 
 /// Launches a host on `store`, completes the handshake and refuses another major protocol version.
@@ -765,324 +723,6 @@ impl Run<'_> {
         ))
     }
 
-    /// Whether any model rule names an instance by alias (`when.instance`,
-    /// `attribute_to`, a lifecycle call's `target`).
-    fn rules_name_aliases(&self) -> bool {
-        self.rules.iter().any(|r| {
-            let target = match &r.reply {
-                delegation_observers::ModelReply::Lifecycle(call) => Some(call.target.as_str()),
-                _ => None,
-            };
-            [
-                r.when.instance.as_deref(),
-                r.attribute_to.as_deref(),
-                target,
-            ]
-            .into_iter()
-            .flatten()
-            .any(|name| name == UNKNOWN_ALIAS || self.aliases.contains_key(name))
-        })
-    }
-
-    /// The model rules with instance aliases replaced by the host ids bound so far.
-    fn resolved_rules(&self) -> Vec<delegation_observers::ModelRule> {
-        let resolve = |name: &mut Option<String>| {
-            if let Some(bound) = name.as_ref().and_then(|n| self.aliases.get(n)) {
-                *name = Some(bound.id.clone());
-            }
-        };
-        let mut rules = self.rules.clone();
-        for rule in &mut rules {
-            resolve(&mut rule.when.instance);
-            resolve(&mut rule.attribute_to);
-            if let delegation_observers::ModelReply::Lifecycle(call) = &mut rule.reply {
-                if call.target == UNKNOWN_ALIAS {
-                    call.target = self.unknown_id.clone();
-                } else if let Some(bound) = self.aliases.get(&call.target) {
-                    call.target = bound.id.clone();
-                }
-            }
-        }
-        rules
-    }
-
-    fn id_of(&self, alias: &str) -> Result<String, String> {
-        if alias == UNKNOWN_ALIAS {
-            return Ok(self.unknown_id.clone());
-        }
-        self.aliases.get(alias).map(|b| b.id.clone()).ok_or_else(|| {
-            format!(
-                "alias `{alias}` is not bound: the step that should have bound it was refused or returned no id"
-            )
-        })
-    }
-
-    /// Turns a scenario step into the host action, resolving aliases.
-    fn build_action(&mut self, step: &StepAction, observed: &Observed) -> Result<Action, String> {
-        use StepAction as S;
-        Ok(match step {
-            S::Start(s) => Action::Start(s.request.clone()),
-            S::Delegate(s) => Action::Delegate {
-                parent: self.id_of(&s.parent)?,
-                request: s.request.clone(),
-            },
-            S::PrepareReceipt(s) => Action::PrepareReceipt {
-                parent: self.id_of(&s.parent)?,
-                call_id: s.call_id.clone(),
-                request: s.request.clone(),
-                ttl_ms: s.ttl_ms,
-            },
-            S::ConsumeReceipt(s) if s.receipt == UNKNOWN_ALIAS => {
-                // Well-formed, so a refusal is about the receipt being unknown, not its shape.
-                let parent = self.id_of(&s.parent)?;
-                let receipt = json!({
-                    "id": self.unknown_id,
-                    "parent": parent,
-                    "call_id": "never-issued",
-                    "commitment": "0".repeat(64),
-                    "role": s.request.role,
-                    "authority": {},
-                    "issued_at": self.clock.unwrap_or(0),
-                    "expires_at": self.clock.unwrap_or(0) + 3_600_000,
-                    "seal": format!("{}-seal", self.unknown_id),
-                });
-                Action::ConsumeReceipt {
-                    receipt,
-                    parent,
-                    request: s.request.clone(),
-                }
-            }
-            S::ConsumeReceipt(s) => {
-                let receipt = self
-                    .aliases
-                    .get(&s.receipt)
-                    .and_then(|b| b.receipt.clone())
-                    .ok_or_else(|| {
-                        format!("receipt alias `{}` holds no issued receipt", s.receipt)
-                    })?;
-                let mut value = serde_json::to_value(receipt).map_err(|e| e.to_string())?;
-                if let Some(tamper) = &s.tamper {
-                    apply_tamper(&mut value, tamper)?;
-                }
-                Action::ConsumeReceipt {
-                    receipt: value,
-                    parent: self.id_of(&s.parent)?,
-                    request: s.request.clone(),
-                }
-            }
-            S::RevokeReceipt(s) => Action::RevokeReceipt {
-                receipt: self.id_of(&s.receipt)?,
-            },
-            S::Turn(s) => Action::Turn {
-                instance: self.id_of(&s.instance)?,
-                input: s.input.clone(),
-            },
-            S::ToolCall(s) => Action::ToolCall {
-                instance: self.id_of(&s.instance)?,
-                tool: s.tool.clone(),
-                arguments: s.arguments.clone(),
-            },
-            S::Close(s) => Action::Close {
-                instance: self.id_of(&s.instance)?,
-            },
-            S::Cancel(s) => Action::Cancel {
-                instance: self.id_of(&s.instance)?,
-            },
-            S::Fail(s) => Action::Fail {
-                instance: self.id_of(&s.instance)?,
-            },
-            S::Resume(s) => Action::Resume {
-                instance: self.id_of(&s.instance)?,
-            },
-            S::Fork(s) => Action::Fork {
-                instance: self.id_of(&s.instance)?,
-            },
-            S::Wait(s) => Action::Wait {
-                instance: self.id_of(&s.instance)?,
-                deadline: self.clock.unwrap_or(0) + s.within_ms,
-            },
-            S::DeliverEvent(s) => Action::DeliverEvent {
-                event: s.event.clone(),
-                instance: self.id_of(&s.instance)?,
-                kind: s.kind.clone(),
-            },
-            S::Answer(s) => {
-                let request = if s.request == LATEST_PENDING {
-                    observed
-                        .approvals
-                        .iter()
-                        .rev()
-                        .find(|a| a.state == ApprovalState::Pending)
-                        .map(|a| a.id.clone())
-                        .ok_or("`latest-pending`: the host shows no pending approval request")?
-                } else {
-                    self.id_of(&s.request)?
-                };
-                Action::Answer {
-                    request,
-                    decision: s.decision,
-                }
-            }
-            S::Auto(s) => Action::SetAutoApprove { enabled: s.enabled },
-            S::ScoreRisk(s) => Action::ScoreRisk {
-                instance: self.id_of(&s.instance)?,
-                risk: s.risk.clone(),
-            },
-            S::RevokeGrant(s) => {
-                let grant = if s.grant == UNKNOWN_ALIAS {
-                    self.unknown_id.clone()
-                } else if s.grant == "latest" {
-                    observed
-                        .grants
-                        .last()
-                        .map(|g| g.id.clone())
-                        .ok_or("`latest`: the host shows no exact-call grant")?
-                } else {
-                    s.grant.clone()
-                };
-                Action::RevokeGrant { grant }
-            }
-            S::IssueCapability(s) => {
-                let secret = self.scenario.setup.canaries.then(|| {
-                    let canary = format!(
-                        "CANARY-{}-{}",
-                        self.scenario.id.replace('/', "-"),
-                        self.canaries.len()
-                    );
-                    self.canaries.push(canary.clone());
-                    self.transcript.secrets.push(canary.clone());
-                    canary
-                });
-                Action::IssueCapability {
-                    task: s.task.clone(),
-                    agent: self.id_of(&s.agent)?,
-                    tools: s.tools.clone(),
-                    expires_at: s.expires_at,
-                    secret,
-                }
-            }
-            S::CapabilityCall(s) if s.capability == UNKNOWN_ALIAS => Action::CapabilityCall {
-                secret: self.unknown_id.clone(),
-                task: s.task.clone(),
-                agent: self.id_of(&s.agent)?,
-                tool: s.tool.clone(),
-                arguments: s.arguments.clone(),
-                call_id: s.call_id.clone(),
-            },
-            S::CapabilityCall(s) => {
-                let bound = self
-                    .aliases
-                    .get(&s.capability)
-                    .ok_or_else(|| format!("capability alias `{}` is not bound", s.capability))?;
-                let secret = if s.wrong_secret {
-                    "not-the-issued-secret".to_string()
-                } else {
-                    bound.secret.clone().ok_or_else(|| {
-                        format!(
-                            "capability `{}` was issued without a secret the harness knows",
-                            s.capability
-                        )
-                    })?
-                };
-                Action::CapabilityCall {
-                    secret,
-                    task: s.task.clone(),
-                    agent: self.id_of(&s.agent)?,
-                    tool: s.tool.clone(),
-                    arguments: s.arguments.clone(),
-                    call_id: s.call_id.clone(),
-                }
-            }
-            S::RevokeCapability(s) => Action::RevokeCapability {
-                capability: self.id_of(&s.capability)?,
-            },
-            S::Fault(f) => Action::ArmFault {
-                point: f.point,
-                times: f.times,
-            },
-            S::ClearFault(f) => Action::ClearFault { point: f.point },
-            S::Observe(_) => Action::Observe,
-            S::Clock(_)
-            | S::Restart(_)
-            | S::ToolServer(_)
-            | S::Authorizer(_)
-            | S::ModelEndpoint(_) => unreachable!("handled before `build_action`"),
-        })
-    }
-
-    /// Binds the aliases a step names to the ids the host returned.
-    fn bind(&mut self, step: &StepAction, result: &ActionResult) {
-        use StepAction as S;
-        let mut put = |alias: &Option<String>, _kind: AliasKind, id: Option<String>| {
-            if let (Some(alias), Some(id)) = (alias, id) {
-                self.transcript.aliases.push((id.clone(), alias.clone()));
-                self.aliases.insert(
-                    alias.clone(),
-                    Bound {
-                        id,
-                        receipt: None,
-                        secret: None,
-                    },
-                );
-            }
-        };
-        let ok_instance = result.is_ok().then(|| result.instance.clone()).flatten();
-        let approval = result.tool_call.as_ref().and_then(|t| t.approval.clone());
-        match step {
-            S::Start(s) => put(&Some(s.alias.clone()), AliasKind::Instance, ok_instance),
-            S::Delegate(s) => put(&s.alias, AliasKind::Instance, ok_instance),
-            S::ConsumeReceipt(s) => put(&s.alias, AliasKind::Instance, ok_instance),
-            S::Fork(s) => put(&Some(s.alias.clone()), AliasKind::Instance, ok_instance),
-            S::Turn(s) => {
-                let child = match &result.turn {
-                    Some(TurnReport::Spawn { spawn }) if spawn.is_ok() => spawn.instance.clone(),
-                    _ => None,
-                };
-                put(&s.alias, AliasKind::Instance, child);
-                put(&s.approval_as, AliasKind::Approval, approval);
-            }
-            S::ToolCall(s) => put(&s.approval_as, AliasKind::Approval, approval),
-            S::PrepareReceipt(s) => {
-                if let Some(receipt) = result.receipt.clone().filter(|_| result.is_ok()) {
-                    self.transcript
-                        .aliases
-                        .push((receipt.id.clone(), s.alias.clone()));
-                    self.transcript.secrets.push(receipt.seal.clone());
-                    self.aliases.insert(
-                        s.alias.clone(),
-                        Bound {
-                            id: receipt.id.clone(),
-                            receipt: Some(receipt),
-                            secret: None,
-                        },
-                    );
-                }
-            }
-            S::IssueCapability(s) => {
-                if let Some(token) = result.capability.clone().filter(|_| result.is_ok()) {
-                    // A harness-chosen secret (canary) is never echoed; the host's own comes back once.
-                    let secret = match &token.secret {
-                        Some(secret) => Some(secret.clone()),
-                        None => self.canaries.last().cloned(),
-                    };
-                    self.transcript.secrets.extend(secret.clone());
-                    self.transcript
-                        .aliases
-                        .push((token.id.clone(), s.alias.clone()));
-                    self.aliases.insert(
-                        s.alias.clone(),
-                        Bound {
-                            id: token.id,
-                            receipt: None,
-                            secret,
-                        },
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-
     fn record_transcript(&mut self, index: usize, entry: &HistoryEntry) {
         let step = &self.scenario.steps[index];
         let mut value = json!({
@@ -1168,346 +808,32 @@ impl Run<'_> {
         before: &Observed,
         mark: &WorldMark,
     ) {
-        let after = &self.observed;
         let evidence = self
             .history
             .last()
             .map(|e| e.evidence.clone())
             .unwrap_or_default();
-        // Each compared field with the inferred values behind it (provenance).
-        let mut found: Vec<(String, Value, Value, Vec<ReportedValue>)> = Vec::new();
-        let mut held_on_inference: Vec<InferredCheck> = Vec::new();
-        let both: [&Observed; 2] = [before, after];
-        let aliases = &self.aliases;
-        let id_of = |alias: &str| aliases.get(alias).map(|b| b.id.as_str());
-        let behind = |basis: Basis<'_>| provenance::inferred_behind(basis, result, &both);
-        let mut cmp =
-            |field: &str, inferred: Vec<ReportedValue>, expected: Value, observed: Value| {
-                if expected != observed {
-                    found.push((field.to_string(), expected, observed, inferred));
-                } else if !inferred.is_empty() {
-                    held_on_inference.push(InferredCheck {
-                        at: format!("steps[{index}].expect.{field}"),
-                        values: inferred,
-                    });
-                }
-            };
-        let res = |v| behind(Basis::Result(v));
-
-        if let Some(outcome) = expect.outcome {
-            cmp(
-                "outcome",
-                res(ReportedValue::Outcome),
-                json!(outcome),
-                json!(result.map(|r| r.outcome)),
-            );
-        }
-        if let Some(reason) = expect.reason {
-            cmp(
-                "reason",
-                res(ReportedValue::Reason),
-                json!(reason),
-                json!(result.and_then(|r| r.reason)),
-            );
-        }
-        if let Some(spawn) = &expect.spawn {
-            let nested = result.and_then(|r| match &r.turn {
-                Some(TurnReport::Spawn { spawn }) => Some(spawn.as_ref()),
-                _ => None,
-            });
-            cmp(
-                "spawn.outcome",
-                res(ReportedValue::Spawn),
-                json!(spawn.outcome),
-                json!(nested.map(|s| s.outcome)),
-            );
-            if let Some(reason) = spawn.reason {
-                cmp(
-                    "spawn.reason",
-                    res(ReportedValue::Spawn),
-                    json!(reason),
-                    json!(nested.and_then(|s| s.reason)),
-                );
-            }
-        }
-        if let Some(delta) = &expect.delta {
-            let known: BTreeSet<&str> = before.instances.iter().map(|i| i.id.as_str()).collect();
-            let pending = |o: &Observed| {
-                o.approvals
-                    .iter()
-                    .filter(|a| a.state == ApprovalState::Pending)
-                    .count() as i64
-            };
-            let dispatched = |o: &Observed| {
-                o.approvals
-                    .iter()
-                    .filter(|a| a.state == ApprovalState::Dispatched)
-                    .count() as i64
-            };
-            if let Some(n) = delta.instances {
-                cmp(
-                    "delta.instances",
-                    behind(Basis::Observed(ReportedValue::Instances)),
-                    json!(n),
-                    json!(after.instances.len() as i64 - before.instances.len() as i64),
-                );
-            }
-            // A range that admits what was seen is no mismatch; otherwise the
-            // expectation is shown as written (a number or a range).
-            let mut within = |field: &str, expected: &RequestCount, seen: u64| {
-                if !expected.admits(seen) {
-                    cmp(field, Vec::new(), json!(expected), json!(seen));
-                }
-            };
-            if let Some(n) = &delta.model_requests {
-                within("delta.model_requests", n, evidence.total_model_requests());
-            }
-            if let Some(n) = &delta.model_requests_new_instances {
-                let new: u64 = evidence
-                    .model_requests
-                    .iter()
-                    .filter(|(id, _)| !known.contains(id.as_str()))
-                    .map(|(_, n)| n)
-                    .sum();
-                within("delta.model_requests_new_instances", n, new);
-            }
-            for (alias, n) in &delta.model_requests_for {
-                let id = self.aliases.get(alias).map(|b| b.id.as_str()).unwrap_or("");
-                let seen = evidence.model_requests.get(id).copied().unwrap_or(0);
-                within(&format!("delta.model_requests_for.{alias}"), n, seen);
-            }
-            if let Some(n) = delta.handler_calls {
-                cmp(
-                    "delta.handler_calls",
-                    Vec::new(),
-                    json!(n),
-                    json!(evidence.handler_calls.len()),
-                );
-            }
-            if let Some(n) = delta.authorizer_calls {
-                cmp(
-                    "delta.authorizer_calls",
-                    Vec::new(),
-                    json!(n),
-                    json!(evidence.authorizer_calls),
-                );
-            }
-            if let Some(n) = delta.approvals_dispatched {
-                cmp(
-                    "delta.approvals_dispatched",
-                    behind(Basis::Observed(ReportedValue::Approvals)),
-                    json!(n),
-                    json!(dispatched(after) - dispatched(before)),
-                );
-            }
-            if let Some(n) = delta.approvals_pending {
-                cmp(
-                    "delta.approvals_pending",
-                    behind(Basis::Observed(ReportedValue::Approvals)),
-                    json!(n),
-                    json!(pending(after) - pending(before)),
-                );
-            }
-        }
-        for (alias, state) in &expect.state {
-            let id = id_of(alias);
-            let seen = id.and_then(|id| after.instance(id)).map(|i| i.state);
-            cmp(
-                &format!("state.{alias}"),
-                behind(Basis::Instance(ReportedValue::State, id)),
-                json!(state),
-                json!(seen),
-            );
-        }
-        if let Some(count) = &expect.instances {
-            cmp(
-                "instances.count",
-                behind(Basis::Observed(ReportedValue::Instances)),
-                json!(count.count),
-                json!(after.instances.len()),
-            );
-        }
-        if let Some(approvals) = &expect.approvals {
-            let approvals_inferred = behind(Basis::Observed(ReportedValue::Approvals));
-            let count = |f: &dyn Fn(&delegation_model::ObservedApproval) -> bool| {
-                after.approvals.iter().filter(|a| f(a)).count() as u64
-            };
-            if let Some(n) = approvals.pending {
-                cmp(
-                    "approvals.pending",
-                    approvals_inferred.clone(),
-                    json!(n),
-                    json!(count(&|a| a.state == ApprovalState::Pending)),
-                );
-            }
-            if let Some(n) = approvals.allowed {
-                cmp(
-                    "approvals.allowed",
-                    approvals_inferred.clone(),
-                    json!(n),
-                    json!(count(&|a| matches!(
-                        a.decision,
-                        Some(Decision::Allow | Decision::AllowExact)
-                    ))),
-                );
-            }
-            if let Some(n) = approvals.denied {
-                cmp(
-                    "approvals.denied",
-                    approvals_inferred.clone(),
-                    json!(n),
-                    json!(count(&|a| a.decision == Some(Decision::Deny))),
-                );
-            }
-            if let Some(n) = approvals.dispatched {
-                cmp(
-                    "approvals.dispatched",
-                    approvals_inferred.clone(),
-                    json!(n),
-                    json!(count(&|a| a.state == ApprovalState::Dispatched)),
-                );
-            }
-            for (field, expected, by) in [
-                ("person", approvals.decided_by_person, DecidedBy::Person),
-                ("policy", approvals.decided_by_policy, DecidedBy::Policy),
-                (
-                    "external",
-                    approvals.decided_by_external,
-                    DecidedBy::External,
-                ),
-            ] {
-                if let Some(n) = expected {
-                    cmp(
-                        &format!("approvals.decided_by_{field}"),
-                        approvals_inferred.clone(),
-                        json!(n),
-                        json!(count(&|a| a.decided_by == Some(by))),
-                    );
-                }
-            }
-        }
-        if let Some(grants) = &expect.grants {
-            cmp(
-                "grants.count",
-                behind(Basis::Observed(ReportedValue::Grants)),
-                json!(grants.count),
-                json!(after.grants.len()),
-            );
-        }
-        if let Some(records) = &expect.records {
-            let records_inferred = behind(Basis::Observed(ReportedValue::Records));
-            let delegations = || {
-                after
-                    .records
-                    .iter()
-                    .filter(|r| DELEGATION_TRANSITIONS.contains(&r.transition.as_str()))
-            };
-            let allowed = delegations().filter(|r| r.allowed).count() as u64;
-            if let Some(n) = records.allowed_delegations {
-                cmp(
-                    "records.allowed_delegations",
-                    records_inferred.clone(),
-                    json!(n),
-                    json!(allowed),
-                );
-            }
-            if let Some(n) = records.denied_delegations {
-                let denied = delegations().filter(|r| !r.allowed).count() as u64;
-                cmp(
-                    "records.denied_delegations",
-                    records_inferred.clone(),
-                    json!(n),
-                    json!(denied),
-                );
-            }
-            if let Some(n) = records.allowed_delegations_with_requested_and_effective {
-                let both = delegations()
-                    .filter(|r| r.allowed && r.requested.is_some() && r.effective.is_some())
-                    .count() as u64;
-                cmp(
-                    "records.allowed_delegations_with_requested_and_effective",
-                    records_inferred.clone(),
-                    json!(n),
-                    json!(both),
-                );
-            }
-        }
-        if !expect.model_saw.is_empty() {
-            for (alias, expected, observed) in self.model_saw_mismatches(&expect.model_saw, mark) {
-                cmp(
-                    &format!("model_saw.{alias}"),
-                    Vec::new(),
-                    expected,
-                    observed,
-                );
-            }
-        }
-        for (alias, state) in &expect.receipts {
-            let id = id_of(alias);
-            let seen = id
-                .and_then(|id| after.receipts.iter().find(|r| r.id == id))
-                .map(|r| r.state);
-            cmp(
-                &format!("receipts.{alias}"),
-                behind(Basis::Observed(ReportedValue::Receipts)),
-                json!(state),
-                json!(seen),
-            );
-        }
-        if let Some(tool_call) = &expect.tool_call {
-            let report = result.and_then(|r| r.tool_call.as_ref());
-            cmp(
-                "tool_call.outcome",
-                res(ReportedValue::ToolCall),
-                json!(tool_call.outcome),
-                json!(report.map(|t| t.outcome)),
-            );
-            if let Some(reason) = tool_call.reason {
-                cmp(
-                    "tool_call.reason",
-                    res(ReportedValue::ToolCall),
-                    json!(reason),
-                    json!(report.and_then(|t| t.reason)),
-                );
-            }
-        }
-        if let Some(woke) = expect.woke {
-            cmp(
-                "woke",
-                res(ReportedValue::Woke),
-                json!(woke),
-                json!(result.and_then(|r| r.woke)),
-            );
-        }
-        if let Some(alias) = &expect.effective_equals_ceiling_of {
-            let id = id_of(alias);
-            let ceiling = id.and_then(|id| before.instance(id)).map(|i| &i.ceiling);
-            let mut inferred = res(ReportedValue::Effective);
-            inferred.extend(behind(Basis::Instance(ReportedValue::Ceiling, id)));
-            cmp(
-                "effective_equals_ceiling_of",
-                inferred,
-                json!(ceiling),
-                json!(result.and_then(|r| r.effective.as_ref())),
-            );
-        }
-        if let Some(partial) = &expect.effective {
-            let effective = result
-                .and_then(|r| r.effective.as_ref())
-                .map(|e| serde_json::to_value(e).unwrap_or(Value::Null))
-                .unwrap_or(Value::Null);
-            let inferred = res(ReportedValue::Effective);
-            if !partial_match(partial, &effective) {
-                cmp("effective", inferred, partial.clone(), effective);
-            } else if !inferred.is_empty() {
-                cmp("effective", inferred, Value::Null, Value::Null);
-            }
-        }
-
-        self.held_on_inference.extend(held_on_inference);
-        for (field, expected, observed, inferred) in found {
-            let mut failure = self.failure(index, &field, expected, observed, result, mark);
-            failure.inferred = inferred;
+        let model_saw = if expect.model_saw.is_empty() {
+            Vec::new()
+        } else {
+            self.model_saw_mismatches(&expect.model_saw, mark)
+        };
+        let checked = check_expect(
+            expect,
+            &StepSeen {
+                index,
+                result,
+                before,
+                after: &self.observed,
+                evidence: &evidence,
+                aliases: &self.aliases,
+                model_saw: &model_saw,
+            },
+        );
+        self.held_on_inference.extend(checked.held_on_inference);
+        for m in checked.mismatches {
+            let mut failure = self.failure(index, &m.field, m.expected, m.observed, result, mark);
+            failure.inferred = m.inferred;
             self.failures.push(failure);
         }
     }
@@ -1664,39 +990,4 @@ pub fn partial_match(partial: &Value, actual: &Value) -> bool {
             .all(|(k, v)| a.get(k).is_some_and(|av| partial_match(v, av))),
         _ => partial == actual,
     }
-}
-
-/// Alters a receipt as the scenario says, with one RFC 6902 operation. An
-/// `add` must create a field: over an existing one it would be a `replace`,
-/// and the scenario would not test what it says.
-fn apply_tamper(receipt: &mut Value, tamper: &Tamper) -> Result<(), String> {
-    let exists = receipt.pointer(&tamper.pointer).is_some();
-    match (tamper.op, exists) {
-        (TamperOp::Add, true) => {
-            return Err(format!(
-                "tamper `add` at `{}`: the receipt the host issued already has that field; use `replace`",
-                tamper.pointer
-            ));
-        }
-        (TamperOp::Replace | TamperOp::Remove, false) => {
-            return Err(format!(
-                "tamper `{}` at `{}`: the receipt the host issued has no such field",
-                tamper.op.name(),
-                tamper.pointer
-            ));
-        }
-        _ => {}
-    }
-    let mut operation = json!({"op": tamper.op.name(), "path": tamper.pointer});
-    if let Some(value) = &tamper.value {
-        operation["value"] = value.clone();
-    }
-    let patch: json_patch::Patch = serde_json::from_value(json!([operation])).map_err(|e| {
-        format!(
-            "tamper at `{}` is not a JSON Patch operation: {e}",
-            tamper.pointer
-        )
-    })?;
-    json_patch::patch(receipt, &patch)
-        .map_err(|e| format!("tamper `{}` at `{}`: {e}", tamper.op.name(), tamper.pointer))
 }
