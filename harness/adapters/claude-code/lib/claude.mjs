@@ -4,6 +4,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
+import { readJson, writeAtomic, killGroup } from '../../node-common/files.mjs';
+export { readJson, writeAtomic, killGroup };
 
 export const CLAUDE_VERSION = '2.1.332';
 export const PACKAGE = '@anthropic-ai/claude-code';
@@ -105,21 +107,6 @@ export function isolatedEnv(storeDir, modelEndpoint, base = process.env) {
   return env;
 }
 
-export function readJson(path, fallback) {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return fallback;
-  }
-}
-
-export function writeAtomic(path, text) {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
 /** Claude Code's folder name for a project directory: every character outside [a-zA-Z0-9] becomes `-`. */
 export const projectSlug = (cwd) => cwd.replace(/[^a-zA-Z0-9]/g, '-');
 
@@ -164,16 +151,6 @@ export function runClaude({ bin, args, env, cwd, input, timeoutMs, onSpawn = () 
     child.stdin.on('error', () => {});
     child.stdin.end(input);
   });
-}
-
-/** Kills a detached child's whole process group (Claude Code's own helpers too). */
-export function killGroup(child, signal = 'SIGTERM') {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    try { child.kill(signal); } catch { /* already gone */ }
-  }
 }
 
 /**

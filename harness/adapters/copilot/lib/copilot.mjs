@@ -4,6 +4,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
+import { readJson, writeAtomic, killGroup } from '../../node-common/files.mjs';
+export { readJson, writeAtomic, killGroup };
 
 export const COPILOT_VERSION = '1.0.102';
 export const PACKAGE = '@github/copilot';
@@ -123,21 +125,6 @@ export function isolatedEnv(storeDir, modelEndpoint, bin, base = process.env) {
   return env;
 }
 
-export function readJson(path, fallback) {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return fallback;
-  }
-}
-
-export function writeAtomic(path, text) {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
 /** Parses JSON lines, skipping a partial last line; what is not JSON is returned apart. */
 export function jsonLines(text) {
   const events = [];
@@ -180,16 +167,6 @@ export function runCopilot({ bin, args, env, cwd, timeoutMs, onSpawn = () => {} 
       resolve({ events, code, signal, stderr, timedOut });
     });
   });
-}
-
-/** Kills a detached child's whole process group (Copilot's own helpers, shells and MCP servers too). */
-export function killGroup(child, signal = 'SIGTERM') {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    try { child.kill(signal); } catch { /* already gone */ }
-  }
 }
 
 /** Copilot's own store: each session's events (`~/.copilot/session-state/<id>/events.jsonl`), by session id. */

@@ -4,6 +4,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
+import { readJson, writeAtomic, killGroup } from '../../node-common/files.mjs';
+export { readJson, writeAtomic, killGroup };
 
 export const GEMINI_VERSION = '0.61.0';
 export const PACKAGE = '@google/gemini-cli';
@@ -130,21 +132,6 @@ export function writeSettings(paths, mcpServers) {
   writeAtomic(join(paths.gemini, 'settings.json'), JSON.stringify(settings, null, 2) + '\n');
 }
 
-export function readJson(path, fallback) {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return fallback;
-  }
-}
-
-export function writeAtomic(path, text) {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
 /**
  * Runs one `gemini` turn and collects its stream-json events. Resolves
  * `{events, code, signal, stderr, timedOut}`. Its stdin is closed: Gemini CLI
@@ -184,16 +171,6 @@ export function runGemini({ bin, args, env, cwd, timeoutMs, onSpawn = () => {} }
       resolve({ events, code, signal, stderr, timedOut });
     });
   });
-}
-
-/** Kills a detached child's whole process group (Gemini CLI's own helpers too). */
-export function killGroup(child, signal = 'SIGTERM') {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    try { child.kill(signal); } catch { /* already gone */ }
-  }
 }
 
 /** The model's call id behind Gemini CLI's id of a tool call (`invoke_agent__<id>` → `<id>`). */

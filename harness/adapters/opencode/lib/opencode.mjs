@@ -7,6 +7,7 @@ import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { READ_ONLY_REFUSES } from './mapping.mjs';
+import { writeAtomic } from '../../node-common/files.mjs';
 
 export const OPENCODE_VERSION = '1.18.33';
 /** The provider and model names the adapter configures in opencode.json. */
@@ -169,12 +170,6 @@ export function opencodeConfig({ modelEndpoint, subagentDepth, roles, mcpServers
   };
 }
 
-function writeAtomic(path, text) {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
 
 /** Writes opencode.json into the workspace and the attribution plugin into opencode's config folder. */
 export function writeOpencodeFiles(storeDir, env, config) {

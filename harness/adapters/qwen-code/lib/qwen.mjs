@@ -4,6 +4,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
+import { readJson, writeAtomic, killGroup as killGroupAlike } from '../../node-common/files.mjs';
+export { readJson, writeAtomic };
 
 export const QWEN_VERSION = '0.24.4';
 export const PACKAGE = '@qwen-code/qwen-code';
@@ -119,21 +121,6 @@ export function writeSettings(home) {
   writeAtomic(join(home, '.qwen', 'settings.json'), JSON.stringify(settings, null, 2) + '\n');
 }
 
-export function readJson(path, fallback) {
-  try {
-    return JSON.parse(readFileSync(path, 'utf8'));
-  } catch {
-    return fallback;
-  }
-}
-
-export function writeAtomic(path, text) {
-  mkdirSync(dirname(path), { recursive: true });
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
 /** Qwen Code's folder name for a project directory: every character outside [a-zA-Z0-9] becomes `-`. */
 export const projectSlug = (cwd) => cwd.replace(/[^a-zA-Z0-9]/g, '-');
 
@@ -185,12 +172,7 @@ export function runQwen({ bin, args, env, cwd, input, timeoutMs, onSpawn = () =>
 
 /** Kills a detached child's whole process group (Qwen Code's own helpers too). */
 export function killGroup(child, signal = 'SIGKILL') {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    try { child.kill(signal); } catch { /* already gone */ }
-  }
+  killGroupAlike(child, signal);
 }
 
 /**
