@@ -288,9 +288,17 @@ pub enum TestOutcome {
 }
 
 /// A failure, error, stale expectation, inconclusive or unverified result
-/// fails: none of them is a pass, and the run's exit code says the same.
+/// fails: none of them is a pass, and the run's exit code says the same. So
+/// does a changed snapshot, whatever the verdict.
 pub fn test_outcome(result: &crate::ScenarioResult) -> TestOutcome {
     use crate::Verdict;
+    if let Some(change) = report::snapshot_change(result) {
+        return TestOutcome::Failed(format!(
+            "{}: snapshot changed ({}): {change}",
+            result.id,
+            result.verdict.name()
+        ));
+    }
     match &result.verdict {
         Verdict::Pass => TestOutcome::Passed,
         Verdict::Unsupported { .. } | Verdict::KnownFailure { .. } => TestOutcome::Ignored,
@@ -428,6 +436,25 @@ mod tests {
         );
         let control = tests.iter().find(|(id, _)| id.starts_with("tr/001-"));
         assert_eq!(control.map(|(_, t)| t), Some(&TestOutcome::Passed));
+    }
+
+    #[test]
+    fn a_changed_snapshot_fails_its_test_whatever_the_verdict() {
+        let outcome = Conformance::reference_host()
+            .catalogue(catalogue())
+            .filter("tr/001-*")
+            .run_blocking()
+            .unwrap();
+        let mut result = outcome.report.results[0].clone();
+        assert_eq!(test_outcome(&result), TestOutcome::Passed, "the control");
+        result.snapshot = Some(crate::SnapshotCheck::Changed {
+            message: "line 3 differs".into(),
+        });
+        assert!(
+            matches!(test_outcome(&result), TestOutcome::Failed(text) if text.contains("snapshot changed (pass): line 3 differs")),
+            "{:?}",
+            test_outcome(&result)
+        );
     }
 
     #[test]
