@@ -257,6 +257,13 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     if let Some(file) = expectations_file {
         conformance = conformance.expectations(file);
     }
+    if let Some(name) = args
+        .host
+        .as_deref()
+        .filter(|h| shipped_hosts::shipped(h).is_some())
+    {
+        conformance = conformance.rerun_host_as(name);
+    }
     for (format, file) in &args.report {
         conformance = conformance.report(*format, file.clone());
     }

@@ -52,6 +52,7 @@ pub struct Conformance {
     reporters: Vec<Box<dyn Reporter>>,
     snapshots: Option<PathBuf>,
     interrupt: Option<tokio::sync::watch::Receiver<bool>>,
+    rerun_host: Option<String>,
 }
 
 impl Conformance {
@@ -69,6 +70,7 @@ impl Conformance {
             reporters: Vec::new(),
             snapshots: None,
             interrupt: None,
+            rerun_host: None,
         }
     }
 
@@ -121,6 +123,13 @@ impl Conformance {
     /// The run order's seed (default 1, so a run repeats).
     pub fn seed(mut self, seed: u64) -> Conformance {
         self.seed = seed;
+        self
+    }
+
+    /// How the reports' rerun commands name the host (`--host NAME`), when
+    /// it was chosen by a name rather than the command line it resolves to.
+    pub fn rerun_host_as(mut self, name: impl Into<String>) -> Conformance {
+        self.rerun_host = Some(name.into());
         self
     }
 
@@ -206,6 +215,11 @@ impl Conformance {
             },
             expectations,
             snapshots: self.snapshots.clone(),
+            rerun: crate::report::Rerun {
+                host: self.rerun_host.clone(),
+                expectations: self.expectations.clone(),
+                ..crate::report::Rerun::default()
+            },
         };
         let mut reporters = std::mem::take(&mut self.reporters);
         for (format, file) in &self.reports {
@@ -478,5 +492,38 @@ mod tests {
             e.to_string().contains("/nonexistent/expectations.json"),
             "{e}"
         );
+    }
+
+    /// The JSON report names what a rerun repeats: the host as it was
+    /// chosen (a name, when one was given), the seed and the expectations
+    /// file; without a name, the embedded reference host needs no `--host`.
+    #[test]
+    fn the_report_names_what_a_rerun_repeats() {
+        let rerun_of = |named: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let expectations = dir.path().join("expectations.json");
+            std::fs::write(&expectations, r#"{"known": []}"#).unwrap();
+            let report = dir.path().join("r.json");
+            let mut run = Conformance::reference_host()
+                .catalogue(catalogue())
+                .filter("zc/001-*")
+                .seed(9)
+                .expectations(&expectations)
+                .report(Format::Json, report.clone());
+            if named {
+                run = run.rerun_host_as("my-host");
+            }
+            run.run_blocking().unwrap();
+            let json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+            (json["rerun"].clone(), expectations)
+        };
+        let (rerun, expectations) = rerun_of(true);
+        assert_eq!(rerun["host"], "my-host");
+        assert_eq!(rerun["seed"], 9);
+        assert_eq!(rerun["expectations"], expectations.to_str().unwrap());
+        assert!(rerun["snapshots"].is_null());
+        let (rerun, _) = rerun_of(false);
+        assert!(rerun["host"].is_null(), "{rerun}");
     }
 }

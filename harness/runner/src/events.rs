@@ -28,6 +28,8 @@ pub enum RunEvent {
         jobs: usize,
         /// Whether the model's invariant checkers ran (see `checks::MODEL_CHECKERS_WIRED`).
         model_checkers: bool,
+        /// What a command rerunning one of its scenarios alone repeats.
+        rerun: crate::report::Rerun,
     },
     ScenarioStarted {
         id: String,

@@ -32,6 +32,11 @@ pub struct RunOptions {
     /// Where each scenario's transcript is compared with its committed
     /// snapshot (`--snapshots DIR`); `None` compares nothing.
     pub snapshots: Option<std::path::PathBuf>,
+    /// What a command rerunning one scenario alone names besides the seed
+    /// and the snapshots: `--host` as given (a shipped adapter's name rather
+    /// than its command line) and the expectations file. A host left `None`
+    /// is named by its launcher's description.
+    pub rerun: crate::report::Rerun,
 }
 
 impl Default for RunOptions {
@@ -42,6 +47,7 @@ impl Default for RunOptions {
             exec: ExecOptions::default(),
             expectations: Expectations::default(),
             snapshots: None,
+            rerun: crate::report::Rerun::default(),
         }
     }
 }
@@ -78,12 +84,21 @@ pub async fn run(
     mut interrupt: watch::Receiver<bool>,
 ) -> RunReport {
     let total = scenarios.len();
+    let host = launcher.describe();
+    let described = crate::report::Rerun::from_description(&host, Some(options.seed));
+    let rerun = crate::report::Rerun {
+        host: options.rerun.host.clone().or(described.host),
+        seed: described.seed,
+        expectations: options.rerun.expectations.clone(),
+        snapshots: options.snapshots.clone(),
+    };
     let _ = events.send(RunEvent::RunStarted {
-        host: launcher.describe(),
+        host,
         total,
         seed: options.seed,
         jobs: options.jobs.max(1),
         model_checkers: crate::checks::MODEL_CHECKERS_WIRED,
+        rerun,
     });
 
     // Each control publishes its final verdict; its negatives wait for it

@@ -862,6 +862,16 @@ fn a_changed_snapshot_is_reported_by_every_reporter_and_fails_the_run() {
         "{out}"
     );
     assert!(out.contains("1 snapshots changed"), "{out}");
+    // The rerun compares the snapshot again: it names the same folder.
+    let snapshots = json["rerun"]["snapshots"].as_str().unwrap().to_string();
+    assert!(snapshots.ends_with("snaps"), "{}", json["rerun"]);
+    let rerun_line = format!("--filter {id} --seed");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(&rerun_line) && l.contains(&format!("--snapshots {snapshots}"))),
+        "{out}"
+    );
+    assert!(md.contains(&format!("--snapshots {snapshots}")), "{md}");
     assert!(
         !stderr(&o).contains("panicked") && !out.contains("Snapshot Summary"),
         "insta's own panic or printout leaked: {out}{}",

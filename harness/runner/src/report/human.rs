@@ -24,8 +24,8 @@ pub struct HumanReporter {
     bar: Option<ProgressBar>,
     /// Also write a plain copy of the final report, for `--report human=FILE`.
     file: Option<(PathBuf, Collector)>,
-    /// The run's host and seed, for the rerun commands at the end.
-    run: Option<(String, u64)>,
+    /// How the run reruns one scenario, for the commands at the end.
+    run: Option<super::Rerun>,
     /// The scenarios that need a look, in the order they finished.
     needs_a_look: Vec<(String, &'static str)>,
 }
@@ -170,7 +170,7 @@ pub fn render_result(r: &ScenarioResult) -> Vec<String> {
 }
 
 /// The closing list: each scenario that needs a look and how to rerun it alone.
-pub fn render_rerun_list(host: &str, seed: u64, ids: &[(String, &'static str)]) -> Vec<String> {
+pub fn render_rerun_list(rerun: &super::Rerun, ids: &[(String, &'static str)]) -> Vec<String> {
     let mut lines = Vec::new();
     if ids.is_empty() {
         return lines;
@@ -183,7 +183,7 @@ pub fn render_rerun_list(host: &str, seed: u64, ids: &[(String, &'static str)]) 
         lines.push(format!(
             "  {:>14} {}",
             format!("{verdict}:"),
-            super::rerun_command(host, id, Some(seed))
+            rerun.command(id)
         ));
     }
     lines
@@ -241,7 +241,7 @@ impl Reporter for HumanReporter {
                     .filter(|r| super::needs_a_look(r))
                     .map(|r| (r.id.clone(), super::look_label(r)))
                     .collect();
-                for l in render_rerun_list(&collector.host, collector.seed, &look) {
+                for l in render_rerun_list(&collector.rerun, &look) {
                     text.push_str(&l);
                     text.push('\n');
                 }
@@ -259,8 +259,9 @@ impl Reporter for HumanReporter {
                 seed,
                 jobs,
                 model_checkers,
+                rerun,
             } => {
-                self.run = Some((host.clone(), *seed));
+                self.run = Some(rerun.clone());
                 self.line(&format!(
                     "{BOLD}delegation-harness{RESET}: {total} scenarios against {host} (seed {seed}, {jobs} {})",
                     if *jobs == 1 { "job" } else { "jobs" }
@@ -302,9 +303,9 @@ impl Reporter for HumanReporter {
                     bar.finish_and_clear();
                 }
                 let interrupted = matches!(event, RunEvent::RunInterrupted { .. });
-                if let Some((host, seed)) = self.run.clone() {
+                if let Some(rerun) = self.run.clone() {
                     let ids = std::mem::take(&mut self.needs_a_look);
-                    for l in render_rerun_list(&host, seed, &ids) {
+                    for l in render_rerun_list(&rerun, &ids) {
                         self.line(&l)?;
                     }
                 }

@@ -30,6 +30,7 @@ impl Reporter for JsonReporter {
         let report = json!({
             "host": self.collector.host,
             "seed": self.collector.seed,
+            "rerun": self.collector.rerun,
             "interrupted": interrupted,
             "model_checkers": crate::checks::MODEL_CHECKERS_WIRED,
             "summary": summary,

@@ -158,11 +158,7 @@ impl Reporter for MarkdownReporter {
                     r.tier,
                     super::look_label(r),
                     super::bounded(&what, 4_000).replace("```", "ʼʼʼ"),
-                    cell(&super::rerun_command(
-                        &self.collector.host,
-                        &r.id,
-                        Some(self.collector.seed)
-                    ))
+                    cell(&self.collector.rerun.command(&r.id))
                 );
             }
         }

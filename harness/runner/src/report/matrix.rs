@@ -25,6 +25,9 @@ pub struct HostReport {
     pub seed: Option<u64>,
     #[serde(default)]
     pub interrupted: bool,
+    /// What the rerun command repeats; absent from reports written before it was.
+    #[serde(default)]
+    pub rerun: Option<super::Rerun>,
     pub scenarios: Vec<ScenarioRow>,
 }
 
@@ -77,7 +80,10 @@ impl HostReport {
 
     /// The command that reruns one scenario against this host, as the run did it.
     fn rerun(&self, id: &str) -> String {
-        super::rerun_command(&self.host, id, self.seed)
+        match &self.rerun {
+            Some(rerun) => rerun.command(id),
+            None => super::Rerun::from_description(&self.host, self.seed).command(id),
+        }
     }
 }
 
@@ -403,6 +409,7 @@ mod tests {
             host: format!("node {label}/adapter.mjs"),
             seed: Some(1),
             interrupted: false,
+            rerun: None,
             scenarios: rows,
         }
     }

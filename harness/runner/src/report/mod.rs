@@ -95,6 +95,7 @@ pub(crate) struct Collector {
     pub results: Vec<crate::verdict::ScenarioResult>,
     pub host: String,
     pub seed: u64,
+    pub rerun: Rerun,
     total: usize,
     last_written: Option<std::time::Instant>,
     /// A result arrived since the last partial report.
@@ -107,6 +108,7 @@ impl Collector {
             results: Vec::new(),
             host: String::new(),
             seed: 0,
+            rerun: Rerun::default(),
             total: 0,
             last_written: None,
             dirty: false,
@@ -119,10 +121,15 @@ impl Collector {
     pub fn absorb(&mut self, event: &RunEvent) -> Option<(crate::verdict::Summary, bool)> {
         match event {
             RunEvent::RunStarted {
-                host, seed, total, ..
+                host,
+                seed,
+                total,
+                rerun,
+                ..
             } => {
                 self.host = host.clone();
                 self.seed = *seed;
+                self.rerun = rerun.clone();
                 self.total = *total;
                 // At once: from here on a killed run leaves a readable report.
                 self.dirty = true;
@@ -219,22 +226,55 @@ pub fn failure_line(f: &crate::verdict::Failure) -> String {
     )
 }
 
-/// The command that reruns one scenario against the host a run named, with
-/// its seed: what a maintainer copies from a failure. The embedded reference
-/// host needs no `--host`.
-pub fn rerun_command(host: &str, id: &str, seed: Option<u64>) -> String {
-    let mut words = vec!["delegation-harness".to_string(), "run".to_string()];
-    if !host.ends_with("(in-process)") {
-        words.push("--host".into());
-        words.push(host.to_string());
+/// What the command that reruns one scenario alone must repeat of the run it
+/// came from: the host as `--host` took it, the seed, the expectations file
+/// and the snapshot folder. Carried by [`crate::RunEvent::RunStarted`] and
+/// the JSON report, so every reporter and the matrix print the same command,
+/// and a rerun judges the scenario as its run did (a known failure stays
+/// known; a changed snapshot is compared again).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Rerun {
+    /// `--host`'s value; `None` for the embedded reference host.
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub expectations: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub snapshots: Option<std::path::PathBuf>,
+}
+
+impl Rerun {
+    /// The command that reruns scenario `id` alone: what a maintainer copies
+    /// from a failure.
+    pub fn command(&self, id: &str) -> String {
+        let mut words = vec!["delegation-harness".to_string(), "run".to_string()];
+        if let Some(host) = &self.host {
+            words.extend(["--host".to_string(), host.clone()]);
+        }
+        words.extend(["--filter".to_string(), id.to_string()]);
+        if let Some(seed) = self.seed {
+            words.extend(["--seed".to_string(), seed.to_string()]);
+        }
+        if let Some(file) = &self.expectations {
+            words.extend(["--expectations".to_string(), file.display().to_string()]);
+        }
+        if let Some(dir) = &self.snapshots {
+            words.extend(["--snapshots".to_string(), dir.display().to_string()]);
+        }
+        shell_words::join(words)
     }
-    words.push("--filter".into());
-    words.push(id.to_string());
-    if let Some(seed) = seed {
-        words.push("--seed".into());
-        words.push(seed.to_string());
+
+    /// For a report written before reports carried their rerun: the host
+    /// as the run described it (the embedded reference host needs no `--host`).
+    pub fn from_description(host: &str, seed: Option<u64>) -> Rerun {
+        Rerun {
+            host: (!host.ends_with("(in-process)")).then(|| host.to_string()),
+            seed,
+            ..Rerun::default()
+        }
     }
-    shell_words::join(words)
 }
 
 /// Text a host wrote, made safe to show: control characters (terminal
@@ -339,4 +379,38 @@ pub fn bounded(text: &str, max: usize) -> String {
     }
     let head: String = text.chars().take(max).collect();
     format!("{head}… (cut; the JSON report has all of it)")
+}
+
+#[cfg(test)]
+mod rerun_tests {
+    use super::Rerun;
+
+    #[test]
+    fn a_rerun_repeats_host_seed_expectations_and_snapshots() {
+        let rerun = Rerun {
+            host: Some("codex".into()),
+            seed: Some(7),
+            expectations: Some("my dir/expectations.json".into()),
+            snapshots: Some("snapshots".into()),
+        };
+        assert_eq!(
+            rerun.command("zc/001-x"),
+            "delegation-harness run --host codex --filter zc/001-x --seed 7 \
+             --expectations 'my dir/expectations.json' --snapshots snapshots"
+        );
+    }
+
+    #[test]
+    fn the_embedded_reference_host_needs_no_host_argument_while_a_command_does() {
+        let reference = Rerun::from_description("reference host (in-process)", Some(1));
+        assert_eq!(
+            reference.command("a/1"),
+            "delegation-harness run --filter a/1 --seed 1"
+        );
+        let command = Rerun::from_description("python3 adapter.py", None);
+        assert_eq!(
+            command.command("a/1"),
+            "delegation-harness run --host 'python3 adapter.py' --filter a/1"
+        );
+    }
 }

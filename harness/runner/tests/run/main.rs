@@ -660,6 +660,7 @@ fn the_human_reporter_writes_plain_lines_when_not_a_terminal() {
             seed: 7,
             jobs: 1,
             model_checkers: true,
+            rerun: Default::default(),
         })
         .unwrap();
     reporter
