@@ -38,6 +38,9 @@ export class Adapter {
     this.notify = notify;
     this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 120000);
     this.serverGraceMs = serverGraceMs ?? 1000;
+    // How long a waiting turn goes without looking when opencode's event
+    // stream is open but silent: a lost event costs at most this much.
+    this.pollFallbackMs = Number(env.OPENCODE_ADAPTER_POLL_FALLBACK_MS || 1000);
     // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
     // 25-30 s at load 11-14; the harness's own step deadline
     // (--step-timeout-ms) is the real bound, so this one only catches a hang.
@@ -101,6 +104,8 @@ export class Adapter {
     const env = isolatedEnv(this.storeDir, this.env);
     if (this.server) {
       writeOpencodeFiles(this.storeDir, env, config);
+      // The event stream belongs to the instance being disposed; the next wait opens it again.
+      this.server.closeEvents();
       const res = await this.server.call('POST', '/instance/dispose', undefined, { timeoutMs: 30000 }).catch((e) => ({ status: 0, body: String(e) }));
       if (res.status >= 200 && res.status < 300) {
         this.serverConfigKey = key;
@@ -439,6 +444,9 @@ export class Adapter {
     const deadline = Date.now() + this.turnTimeoutMs;
     let ran = false;
     while (Date.now() < deadline) {
+      const server = await this.ensureServer();
+      server.watchEvents();
+      const seq = server.eventSeq;
       try {
         const settled = await this.pollTurn(id, countBefore, ran);
         if (settled.ran) ran = true;
@@ -449,7 +457,9 @@ export class Adapter {
         if (!(e && (e.name === 'TimeoutError' || e.name === 'AbortError'))) throw e;
         this.log('warn', `opencode did not answer a poll in time (${e.message}); polling on`);
       }
-      await sleep(100);
+      // Look again when opencode reports a change (or after 1 s without one),
+      // not every 100 ms: each look costs opencode CPU the turn needs.
+      await server.waitForChange(seq, { fallbackMs: this.pollFallbackMs });
     }
     await this.api('POST', `/session/${encodeURIComponent(id)}/abort`).catch(() => {});
     throw new RpcError(CODES.HOST_FAILURE, `turn on ${id} did not finish within ${this.turnTimeoutMs} ms; aborted`);

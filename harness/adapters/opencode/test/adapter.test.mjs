@@ -172,3 +172,29 @@ test('an opencode that exits before it listens (its port taken) is started again
     await a.close();
   }
 });
+
+test('a waiting turn looks again when opencode reports a change, not every 100 ms; without an event stream it polls and still finishes', async () => {
+  const { readFileSync: read, existsSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const seen = {};
+  for (const events of [true, false]) {
+    const store = tempDir(`events-${events}`);
+    const a = startAdapter({ store, extraEnv: events ? {} : { FAKE_NO_EVENTS: '1' } });
+    const pollFile = join(store, 'opencode', 'workspace', 'fake-status-polls.txt');
+    const polls = () => (existsSync(pollFile) ? read(pollFile, 'utf8').split('\n').filter(Boolean).length : 0);
+    try {
+      await a.initialize();
+      const root = (await a.request('instance/start', ROOT(1))).result.instance;
+      const before = polls();
+      const turn = await a.request('instance/turn', { instance: root, input: 'SLOWTURN hello' });
+      assert.deepEqual(turn.result.turn, { reply: 'message', text: 'echo: SLOWTURN hello' });
+      seen[events] = polls() - before;
+    } finally {
+      a.child.kill('SIGTERM');
+    }
+  }
+  // A 1.5 s turn: with events, the first look, the fallback look after 1 s and the one after the answer.
+  assert.ok(seen.true <= 5, `${seen.true} status polls with the event stream open`);
+  // Control: the same turn without an event stream is polled every 100 ms.
+  assert.ok(seen.false >= 8, `${seen.false} status polls without an event stream`);
+});
