@@ -91,7 +91,7 @@ function run(sid, text) {
 
 function work(sid, msgs, text) {
   busy(sid);
-  // SLOWTURN: the model takes 1.5 s (a turn long enough to count the adapter's looks).
+  // SLOWTURN: the model takes 3 s (a turn long enough to count the adapter's looks).
   setTimeout(() => {
     if (text.includes('FAIL')) {
       status[sid] = { type: 'retry', attempt: 1, message: 'fake model 503', next: Date.now() + 60000 };
@@ -146,7 +146,7 @@ function work(sid, msgs, text) {
     }
     delete status[sid];
     save();
-  }, text.includes('SLOWTURN') ? 1500 : 30);
+  }, text.includes('SLOWTURN') ? 3000 : 30);
 }
 
 const server = createServer((req, res) => {
