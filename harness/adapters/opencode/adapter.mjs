@@ -40,7 +40,7 @@ export class Adapter {
     this.serverGraceMs = serverGraceMs ?? 1000;
     // How long a waiting turn goes without looking when opencode's event
     // stream is open but silent: a lost event costs at most this much.
-    this.pollFallbackMs = Number(env.OPENCODE_ADAPTER_POLL_FALLBACK_MS || 1000);
+    this.pollFallbackMs = Number(env.OPENCODE_ADAPTER_POLL_FALLBACK_MS || 3000);
     // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
     // 25-30 s at load 11-14; the harness's own step deadline
     // (--step-timeout-ms) is the real bound, so this one only catches a hang.
@@ -457,7 +457,7 @@ export class Adapter {
         if (!(e && (e.name === 'TimeoutError' || e.name === 'AbortError'))) throw e;
         this.log('warn', `opencode did not answer a poll in time (${e.message}); polling on`);
       }
-      // Look again when opencode reports a change (or after 1 s without one),
+      // Look again when opencode reports a change (or after 3 s without one),
       // not every 100 ms: each look costs opencode CPU the turn needs.
       await server.waitForChange(seq, { fallbackMs: this.pollFallbackMs });
     }

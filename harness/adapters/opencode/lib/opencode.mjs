@@ -255,13 +255,14 @@ export function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * opencode events after which a running turn may have settled, started or
- * asked a person (a session's status or messages changed, a permission was
- * asked or answered, a child appeared): the adapter looks again after each.
+ * opencode events after which a running turn may have settled or asked a
+ * person: a session's status changed (busy, idle, retry), it went idle or
+ * failed, a permission was asked or answered, the instance was disposed.
+ * Not message or part updates: a turn streams many, and it is settled only
+ * once its session is idle, which opencode announces after them.
  */
 export const SETTLING_EVENTS = new Set([
-  'session.status', 'session.idle', 'session.error', 'session.created', 'session.updated', 'session.deleted',
-  'message.updated', 'message.removed', 'permission.asked', 'permission.replied', 'server.instance.disposed',
+  'session.status', 'session.idle', 'session.error', 'permission.asked', 'permission.replied', 'server.instance.disposed',
 ]);
 
 /**
@@ -404,9 +405,12 @@ export class OpencodeServer {
 
   onEvent(block) {
     const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
-    let type = null;
-    try { type = JSON.parse(data).type; } catch { return; }
-    if (!SETTLING_EVENTS.has(type)) return;
+    let event;
+    try { event = JSON.parse(data); } catch { return; }
+    if (!event || !SETTLING_EVENTS.has(event.type)) return;
+    // A session turning busy settles nothing: the look that matters comes when it is idle again.
+    const status = event.type === 'session.status' && event.properties && event.properties.status;
+    if (status && status.type === 'busy') return;
     this.eventSeq++;
     this.wakeWaiters();
   }
@@ -427,7 +431,7 @@ export class OpencodeServer {
    * stream, `idleMs`. Never shorter than `minMs`, so a burst of events
    * makes one look, not one per event.
    */
-  async waitForChange(seq, { fallbackMs = 1000, idleMs = 100, minMs = 50 } = {}) {
+  async waitForChange(seq, { fallbackMs = 3000, idleMs = 100, minMs = 200 } = {}) {
     this.watchEvents();
     const started = Date.now();
     const connected = this.eventStream && this.eventStream.connected;

@@ -42,16 +42,17 @@ const evaluate = (rules, permission) => {
   const hit = [...rules].reverse().find((r) => glob(r.permission, permission) && glob(r.pattern, '*'));
   return hit ? hit.action : 'allow';
 };
-// GET /event: server-sent events, one `session.updated` after every stored
-// change and `session.status` when a session turns busy, as opencode
-// publishes them (FAKE_NO_EVENTS=1: no event stream, a 404 as from an
+// GET /event: server-sent events, `session.status` when a session turns
+// busy and after every stored change (each idle transition is stored),
+// `permission.asked` with each permission request, as opencode publishes
+// them (FAKE_NO_EVENTS=1: no event stream, a 404 as from an
 // opencode without one). Each GET /session/status is counted in
 // `fake-status-polls.txt`.
 const listeners = new Set();
 const publish = (type) => {
   for (const res of listeners) res.write(`data: ${JSON.stringify({ type, properties: {} })}\n\n`);
 };
-const save = () => { writeFileSync(DB, JSON.stringify(db)); publish('session.updated'); };
+const save = () => { writeFileSync(DB, JSON.stringify(db)); publish('session.status'); };
 const busy = (sid) => { status[sid] = { type: 'busy' }; publish('session.status'); };
 const id = (prefix) => `${prefix}_${String(++db.seq).padStart(6, '0')}`;
 if (process.env.FAKE_PID_FILE) writeFileSync(process.env.FAKE_PID_FILE, String(process.pid));
@@ -122,6 +123,7 @@ function work(sid, msgs, text) {
           const pid = id('per');
           permissions[pid] = { request: { id: pid, sessionID: sid, permission: tool, patterns: ['*'], metadata: {}, always: ['*'], tool: { messageID: message.info.id, callID } }, finish };
           save();
+          publish('permission.asked');
           return;
         }
         finish(true);
