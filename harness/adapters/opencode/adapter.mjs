@@ -440,7 +440,7 @@ export class Adapter {
    * ran (was busy) and went idle without an answer is a failure. One that
    * never starts runs into the turn deadline (-32002).
    */
-  async waitIdle(id, countBefore) {
+  async waitIdle(id, countBefore, { afterAnswer = false } = {}) {
     const deadline = Date.now() + this.turnTimeoutMs;
     let ran = false;
     while (Date.now() < deadline) {
@@ -448,7 +448,7 @@ export class Adapter {
       server.watchEvents();
       const seq = server.eventSeq;
       try {
-        const settled = await this.pollTurn(id, countBefore, ran);
+        const settled = await this.pollTurn(id, countBefore, ran, afterAnswer);
         if (settled.ran) ran = true;
         if (settled.result) return settled.result;
       } catch (e) {
@@ -466,7 +466,7 @@ export class Adapter {
   }
 
   /** One look at a running turn: `{ran, result}` where `result` is set once it settled. */
-  async pollTurn(id, countBefore, ranBefore) {
+  async pollTurn(id, countBefore, ranBefore, afterAnswer = false) {
     let ran = ranBefore;
     const status = (await this.apiOk('GET', '/session/status')) || {};
     const entries = Object.entries(status);
@@ -489,6 +489,12 @@ export class Adapter {
       const last = list[list.length - 1];
       const done = list.length > countBefore && last && last.info.role === 'assistant' && last.info.time && last.info.time.completed;
       if (done) return { ran, result: {} };
+      // After a person's answer nothing is left to start: the turn was
+      // running (busy, waiting on the request) when it was answered, so no
+      // busy session means it ended. A denied call ends opencode's loop
+      // without another model request (`continue_loop_on_deny` is off by
+      // default, read in the 1.18.33 binary), so no new message comes.
+      if (afterAnswer) return { ran, result: {} };
       if (ran && list.length > countBefore && last && last.info.role === 'user') {
         return { ran, result: { failure: 'opencode ran the prompt and went idle without answering it' } };
       }
@@ -534,7 +540,7 @@ export class Adapter {
     const res = await this.api('POST', `/permission/${encodeURIComponent(request)}/reply`, { reply });
     if (res.status === 404) return denied('event_replayed', `opencode no longer has permission request ${request}`, ['reason']);
     if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `permission reply answered ${res.status}`);
-    const { failure, pending } = await this.waitIdle(root, before.length);
+    const { failure, pending } = await this.waitIdle(root, before.length, { afterAnswer: true });
     if (pending) return { outcome: 'ok', instance: permission.sessionID, tool_call: pendingToolCall(pending, this.catalogue) };
     const part = await this.toolPart(permission);
     const sessions = await this.allSessions();

@@ -456,8 +456,12 @@ export class OpencodeServer {
     }
   }
 
-  /** One API call; answers `{status, body}` (body parsed as JSON when it is). */
-  async call(method, path, body, { timeoutMs = 10000 } = {}) {
+  /**
+   * One API call; answers `{status, body}` (body parsed as JSON when it is).
+   * 60 s by default: at load 40 a fork (opencode copies the messages) took
+   * longer than the 10 s this was, and the step errored.
+   */
+  async call(method, path, body, { timeoutMs = 60000 } = {}) {
     const res = await fetch(`${this.url}${path}`, {
       method,
       headers: body === undefined ? {} : { 'content-type': 'application/json' },

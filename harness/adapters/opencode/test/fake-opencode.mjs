@@ -115,7 +115,8 @@ function work(sid, msgs, text) {
         const finish = (ok) => {
           message.parts[0].state = ok ? { status: 'completed', input: { path: 'x' }, output: `ran ${tool}` } : { status: 'error', input: { path: 'x' }, error: 'The user rejected permission to use this specific tool call.' };
           message.info.time.completed = Date.now();
-          msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+          // As opencode (continue_loop_on_deny off): a rejected call ends the loop, no follow-up answer.
+          if (ok) msgs.push(assistant([{ type: 'text', text: 'ok' }]));
           delete status[sid];
           save();
         };
