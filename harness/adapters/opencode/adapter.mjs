@@ -547,8 +547,12 @@ export class Adapter {
     this.registerNew(sessions);
     void knownChildren;
     const result = { outcome: 'ok', instance: permission.sessionID };
-    if (part) result.tool_call = { ...toolCallReport(part, this.catalogue), approval: request };
-    else if (failure) result.detail = failure;
+    if (part) {
+      result.tool_call = { ...toolCallReport(part, this.catalogue), approval: request };
+      // A refused call is a refused answer (PROTOCOL.md: `deny` is answered
+      // `policy_denied`); opencode's own tool part says the person rejected it.
+      if (result.tool_call.outcome === 'denied') Object.assign(result, { outcome: 'denied', reason: result.tool_call.reason });
+    } else if (failure) result.detail = failure;
     return result;
   }
 
