@@ -38,6 +38,9 @@ export class Adapter {
     this.notify = notify;
     this.turnTimeoutMs = turnTimeoutMs ?? Number(env.OPENCODE_ADAPTER_TURN_TIMEOUT_MS || 120000);
     this.serverGraceMs = serverGraceMs ?? 1000;
+    // How long a waiting turn goes without looking when opencode's event
+    // stream is open but silent: a lost event costs at most this much.
+    this.pollFallbackMs = Number(env.OPENCODE_ADAPTER_POLL_FALLBACK_MS || 3000);
     // opencode serve needs 6-9 s to answer on this 2-core machine when idle and
     // 25-30 s at load 11-14; the harness's own step deadline
     // (--step-timeout-ms) is the real bound, so this one only catches a hang.
@@ -101,6 +104,8 @@ export class Adapter {
     const env = isolatedEnv(this.storeDir, this.env);
     if (this.server) {
       writeOpencodeFiles(this.storeDir, env, config);
+      // The event stream belongs to the instance being disposed; the next wait opens it again.
+      this.server.closeEvents();
       const res = await this.server.call('POST', '/instance/dispose', undefined, { timeoutMs: 30000 }).catch((e) => ({ status: 0, body: String(e) }));
       if (res.status >= 200 && res.status < 300) {
         this.serverConfigKey = key;
@@ -435,12 +440,15 @@ export class Adapter {
    * ran (was busy) and went idle without an answer is a failure. One that
    * never starts runs into the turn deadline (-32002).
    */
-  async waitIdle(id, countBefore) {
+  async waitIdle(id, countBefore, { afterAnswer = false } = {}) {
     const deadline = Date.now() + this.turnTimeoutMs;
     let ran = false;
     while (Date.now() < deadline) {
+      const server = await this.ensureServer();
+      server.watchEvents();
+      const seq = server.eventSeq;
       try {
-        const settled = await this.pollTurn(id, countBefore, ran);
+        const settled = await this.pollTurn(id, countBefore, ran, afterAnswer);
         if (settled.ran) ran = true;
         if (settled.result) return settled.result;
       } catch (e) {
@@ -449,14 +457,16 @@ export class Adapter {
         if (!(e && (e.name === 'TimeoutError' || e.name === 'AbortError'))) throw e;
         this.log('warn', `opencode did not answer a poll in time (${e.message}); polling on`);
       }
-      await sleep(100);
+      // Look again when opencode reports a change (or after 3 s without one),
+      // not every 100 ms: each look costs opencode CPU the turn needs.
+      await server.waitForChange(seq, { fallbackMs: this.pollFallbackMs });
     }
     await this.api('POST', `/session/${encodeURIComponent(id)}/abort`).catch(() => {});
     throw new RpcError(CODES.HOST_FAILURE, `turn on ${id} did not finish within ${this.turnTimeoutMs} ms; aborted`);
   }
 
   /** One look at a running turn: `{ran, result}` where `result` is set once it settled. */
-  async pollTurn(id, countBefore, ranBefore) {
+  async pollTurn(id, countBefore, ranBefore, afterAnswer = false) {
     let ran = ranBefore;
     const status = (await this.apiOk('GET', '/session/status')) || {};
     const entries = Object.entries(status);
@@ -479,6 +489,12 @@ export class Adapter {
       const last = list[list.length - 1];
       const done = list.length > countBefore && last && last.info.role === 'assistant' && last.info.time && last.info.time.completed;
       if (done) return { ran, result: {} };
+      // After a person's answer nothing is left to start: the turn was
+      // running (busy, waiting on the request) when it was answered, so no
+      // busy session means it ended. A denied call ends opencode's loop
+      // without another model request (`continue_loop_on_deny` is off by
+      // default, read in the 1.18.33 binary), so no new message comes.
+      if (afterAnswer) return { ran, result: {} };
       if (ran && list.length > countBefore && last && last.info.role === 'user') {
         return { ran, result: { failure: 'opencode ran the prompt and went idle without answering it' } };
       }
@@ -524,15 +540,19 @@ export class Adapter {
     const res = await this.api('POST', `/permission/${encodeURIComponent(request)}/reply`, { reply });
     if (res.status === 404) return denied('event_replayed', `opencode no longer has permission request ${request}`, ['reason']);
     if (res.status < 200 || res.status >= 300) throw new RpcError(CODES.HOST_FAILURE, `permission reply answered ${res.status}`);
-    const { failure, pending } = await this.waitIdle(root, before.length);
+    const { failure, pending } = await this.waitIdle(root, before.length, { afterAnswer: true });
     if (pending) return { outcome: 'ok', instance: permission.sessionID, tool_call: pendingToolCall(pending, this.catalogue) };
     const part = await this.toolPart(permission);
     const sessions = await this.allSessions();
     this.registerNew(sessions);
     void knownChildren;
     const result = { outcome: 'ok', instance: permission.sessionID };
-    if (part) result.tool_call = { ...toolCallReport(part, this.catalogue), approval: request };
-    else if (failure) result.detail = failure;
+    if (part) {
+      result.tool_call = { ...toolCallReport(part, this.catalogue), approval: request };
+      // A refused call is a refused answer (PROTOCOL.md: `deny` is answered
+      // `policy_denied`); opencode's own tool part says the person rejected it.
+      if (result.tool_call.outcome === 'denied') Object.assign(result, { outcome: 'denied', reason: result.tool_call.reason });
+    } else if (failure) result.detail = failure;
     return result;
   }
 

@@ -46,7 +46,7 @@ const METHOD = {
   'event/deliver': CAPABILITY.events,
   'clock/set': CAPABILITY.clock,
   // host/configure's refusals: -32001 for an option opencode cannot honour.
-  'host/configure': 'the scenario configures an option opencode cannot honour and the adapter refuses (-32001): `strict_mode` (opencode has no sandbox to require of a child), `auto_approve` (see auto-approval) or `authorizer_required` (see external-authorizer)',
+  'host/configure': 'the scenario configures an option opencode cannot honour and the adapter refuses (-32001): `strict_mode` (opencode has no sandbox to require of a child), `auto_approve` (see auto-approval), `authorizer_required` (see external-authorizer), or a role default naming tools, another provider or an external sandbox (the adapter makes only a role\'s sandbox, network and delegation depth into opencode agent rules; a role\'s tool list is not mapped yet)',
   'approval/answer': 'the decision is `allow-exact`: opencode\'s replies are once, always (every later call of the tool in the session, any arguments) and reject; none is one exact call',
 };
 

@@ -1,7 +1,7 @@
 // Installing, isolating, configuring, starting and stopping `opencode serve`, and a small HTTP client for its API.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync, cpSync, rmSync, symlinkSync, lstatSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync, renameSync, readFileSync, copyFileSync, cpSync, rmSync, symlinkSync, lstatSync, appendFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { homedir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -255,6 +255,17 @@ export function freePort() {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * opencode events after which a running turn may have settled or asked a
+ * person: a session's status changed (busy, idle, retry), it went idle or
+ * failed, a permission was asked or answered, the instance was disposed.
+ * Not message or part updates: a turn streams many, and it is settled only
+ * once its session is idle, which opencode announces after them.
+ */
+export const SETTLING_EVENTS = new Set([
+  'session.status', 'session.idle', 'session.error', 'permission.asked', 'permission.replied', 'server.instance.disposed',
+]);
+
+/**
  * One running `opencode serve`. It stays in the adapter's process group, so
  * the harness's SIGKILL to the group reaches it even if the adapter dies.
  */
@@ -264,6 +275,9 @@ export class OpencodeServer {
     this.child = null;
     this.url = null;
     this.exited = null;
+    this.eventStream = null;
+    this.eventSeq = 0;
+    this.eventWaiters = new Set();
   }
 
   /**
@@ -302,6 +316,7 @@ export class OpencodeServer {
     child.stderr.on('data', (d) => process.stderr.write(`[opencode] ${d}`));
     let gone = false;
     this.exited.then(() => { gone = true; });
+    this.startedAt = Date.now();
     const deadline = Date.now() + readyTimeoutMs;
     while (Date.now() < deadline) {
       if (spawnError) throw new Error(`could not start opencode (${this.command}): ${spawnError.message}`);
@@ -309,7 +324,10 @@ export class OpencodeServer {
       try {
         // Short probes: a request sent while opencode is still booting can hang unanswered.
         const res = await fetch(`${this.url}/session/status`, { signal: AbortSignal.timeout(2000) });
-        if (res.ok) return this;
+        if (res.ok) {
+          this.measure('ready');
+          return this;
+        }
       } catch { /* not listening yet */ }
       await sleep(100);
     }
@@ -317,10 +335,27 @@ export class OpencodeServer {
     throw new Error(`opencode serve did not answer on ${this.url} within ${readyTimeoutMs} ms`);
   }
 
+  /**
+   * Appends what opencode serve has cost so far (wall time since its start,
+   * its own CPU time from /proc) to `OPENCODE_ADAPTER_CPU_LOG`, one JSON line
+   * per event, for `bench/start-cost.mjs`; nothing when unset or off Linux.
+   */
+  measure(event) {
+    const path = process.env.OPENCODE_ADAPTER_CPU_LOG;
+    if (!path || !this.child) return;
+    try {
+      const fields = readFileSync(`/proc/${this.child.pid}/stat`, 'utf8').split(') ')[1].split(' ');
+      const ticks = Number(fields[11]) + Number(fields[12]);
+      appendFileSync(path, JSON.stringify({ event, cwd: this.cwd, wall_ms: Date.now() - this.startedAt, cpu_ms: ticks * 10 }) + '\n');
+    } catch { /* no /proc: nothing to measure */ }
+  }
+
   /** SIGTERM, then SIGKILL after `graceMs` (opencode does not always exit on SIGTERM). */
   async stop({ graceMs = 1000 } = {}) {
     const child = this.child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    this.measure('stop');
+    this.closeEvents();
     try { child.kill('SIGTERM'); } catch { /* already gone */ }
     const done = await Promise.race([this.exited.then(() => true), sleep(graceMs).then(() => false)]);
     if (!done) {
@@ -329,16 +364,104 @@ export class OpencodeServer {
     }
   }
 
+  /**
+   * Follows opencode's event stream (`GET /event`, server-sent events), so
+   * that a waiting turn looks again when opencode says something changed
+   * instead of every 100 ms: each look costs opencode about 40 ms of CPU
+   * (measured: status, permission and message list of one session), which
+   * at ten looks a second took as much CPU as the turn itself on a loaded
+   * machine. Only the events after which a turn can have settled count
+   * (`SETTLING_EVENTS`); streamed text deltas do not. A stream that ends
+   * (opencode disposed its instance, or stopped) is opened again by the next
+   * wait; while none is open, waits fall back to short sleeps.
+   */
+  watchEvents() {
+    if (this.eventStream || !this.url) return;
+    const controller = new AbortController();
+    const stream = { controller, connected: false };
+    this.eventStream = stream;
+    (async () => {
+      try {
+        const res = await fetch(`${this.url}/event`, { signal: controller.signal, headers: { accept: 'text/event-stream' } });
+        if (!res.ok || !res.body) return;
+        stream.connected = true;
+        const decoder = new TextDecoder();
+        let buffer = '';
+        for await (const chunk of res.body) {
+          buffer += decoder.decode(chunk, { stream: true });
+          let end;
+          while ((end = buffer.indexOf('\n\n')) >= 0) {
+            this.onEvent(buffer.slice(0, end));
+            buffer = buffer.slice(end + 2);
+          }
+        }
+      } catch { /* stopped, disposed or never there: waits fall back to sleeping */ } finally {
+        stream.connected = false;
+        if (this.eventStream === stream) this.eventStream = null;
+        this.wakeWaiters();
+      }
+    })();
+  }
+
+  onEvent(block) {
+    const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+    let event;
+    try { event = JSON.parse(data); } catch { return; }
+    if (!event || !SETTLING_EVENTS.has(event.type)) return;
+    // A session turning busy settles nothing: the look that matters comes when it is idle again.
+    const status = event.type === 'session.status' && event.properties && event.properties.status;
+    if (status && status.type === 'busy') return;
+    this.eventSeq++;
+    this.wakeWaiters();
+  }
+
+  wakeWaiters() {
+    for (const wake of this.eventWaiters || []) wake();
+  }
+
+  closeEvents() {
+    const stream = this.eventStream;
+    this.eventStream = null;
+    if (stream) stream.controller.abort();
+  }
+
+  /**
+   * Waits until a settling event newer than `seq` arrived (answers at once
+   * if one already did), or `fallbackMs` passed; without an open event
+   * stream, `idleMs`. Never shorter than `minMs`, so a burst of events
+   * makes one look, not one per event.
+   */
+  async waitForChange(seq, { fallbackMs = 3000, idleMs = 100, minMs = 200 } = {}) {
+    this.watchEvents();
+    const started = Date.now();
+    const connected = this.eventStream && this.eventStream.connected;
+    if (this.eventSeq === seq) {
+      await new Promise((resolve) => {
+        const timer = setTimeout(done, connected ? fallbackMs : idleMs);
+        const waiters = this.eventWaiters;
+        function done() { clearTimeout(timer); waiters.delete(done); resolve(); }
+        waiters.add(done);
+      });
+    }
+    const spent = Date.now() - started;
+    if (spent < minMs) await sleep(minMs - spent);
+  }
+
   /** Synchronous last resort when the adapter itself is about to die. */
   killNow() {
     const child = this.child;
     if (child && child.exitCode === null && child.signalCode === null) {
+      this.measure('kill');
       try { child.kill('SIGKILL'); } catch { /* already gone */ }
     }
   }
 
-  /** One API call; answers `{status, body}` (body parsed as JSON when it is). */
-  async call(method, path, body, { timeoutMs = 10000 } = {}) {
+  /**
+   * One API call; answers `{status, body}` (body parsed as JSON when it is).
+   * 60 s by default: at load 40 a fork (opencode copies the messages) took
+   * longer than the 10 s this was, and the step errored.
+   */
+  async call(method, path, body, { timeoutMs = 60000 } = {}) {
     const res = await fetch(`${this.url}${path}`, {
       method,
       headers: body === undefined ? {} : { 'content-type': 'application/json' },

@@ -172,3 +172,32 @@ test('an opencode that exits before it listens (its port taken) is started again
     await a.close();
   }
 });
+
+test('a waiting turn looks again when opencode reports a change, not every 100 ms; without an event stream it polls and still finishes', async () => {
+  const { readFileSync: read, existsSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  const seen = {};
+  for (const events of [true, false]) {
+    const store = tempDir(`events-${events}`);
+    // No fallback look within the test: with events, only opencode's events can end the wait.
+    const a = startAdapter({ store, extraEnv: { OPENCODE_ADAPTER_POLL_FALLBACK_MS: '60000', ...(events ? {} : { FAKE_NO_EVENTS: '1' }) } });
+    const pollFile = join(store, 'opencode', 'workspace', 'fake-status-polls.txt');
+    const polls = () => (existsSync(pollFile) ? read(pollFile, 'utf8').split('\n').filter(Boolean).length : 0);
+    try {
+      await a.initialize();
+      const root = (await a.request('instance/start', ROOT(1))).result.instance;
+      const before = polls();
+      const t0 = Date.now();
+      const turn = await a.request('instance/turn', { instance: root, input: 'SLOWTURN hello' });
+      assert.deepEqual(turn.result.turn, { reply: 'message', text: 'echo: SLOWTURN hello' });
+      assert.ok(Date.now() - t0 < 30000, 'the turn ended on opencode\'s event, not on the 60 s fallback');
+      seen[events] = polls() - before;
+    } finally {
+      a.child.kill('SIGTERM');
+    }
+  }
+  // A 3 s turn: with events, the first look and one per event (busy, the answer stored).
+  assert.ok(seen.true <= 4, `${seen.true} status polls with the event stream open`);
+  // Control: the same turn without an event stream is polled every 100 ms.
+  assert.ok(seen.false >= 2 * seen.true + 2, `${seen.false} status polls without an event stream, ${seen.true} with`);
+});

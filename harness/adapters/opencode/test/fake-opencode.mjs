@@ -42,7 +42,18 @@ const evaluate = (rules, permission) => {
   const hit = [...rules].reverse().find((r) => glob(r.permission, permission) && glob(r.pattern, '*'));
   return hit ? hit.action : 'allow';
 };
-const save = () => writeFileSync(DB, JSON.stringify(db));
+// GET /event: server-sent events, `session.status` when a session turns
+// busy and after every stored change (each idle transition is stored),
+// `permission.asked` with each permission request, as opencode publishes
+// them (FAKE_NO_EVENTS=1: no event stream, a 404 as from an
+// opencode without one). Each GET /session/status is counted in
+// `fake-status-polls.txt`.
+const listeners = new Set();
+const publish = (type) => {
+  for (const res of listeners) res.write(`data: ${JSON.stringify({ type, properties: {} })}\n\n`);
+};
+const save = () => { writeFileSync(DB, JSON.stringify(db)); publish('session.status'); };
+const busy = (sid) => { status[sid] = { type: 'busy' }; publish('session.status'); };
 const id = (prefix) => `${prefix}_${String(++db.seq).padStart(6, '0')}`;
 if (process.env.FAKE_PID_FILE) writeFileSync(process.env.FAKE_PID_FILE, String(process.pid));
 if (process.env.FAKE_IGNORE_SIGTERM) process.on('SIGTERM', () => {});
@@ -72,7 +83,7 @@ function run(sid, text) {
   }
   // NOANSWER: busy, then idle without any assistant message.
   if (text.includes('NOANSWER')) {
-    status[sid] = { type: 'busy' };
+    busy(sid);
     setTimeout(() => { delete status[sid]; }, 500);
     return;
   }
@@ -80,7 +91,8 @@ function run(sid, text) {
 }
 
 function work(sid, msgs, text) {
-  status[sid] = { type: 'busy' };
+  busy(sid);
+  // SLOWTURN: the model takes 3 s (a turn long enough to count the adapter's looks).
   setTimeout(() => {
     if (text.includes('FAIL')) {
       status[sid] = { type: 'retry', attempt: 1, message: 'fake model 503', next: Date.now() + 60000 };
@@ -103,7 +115,8 @@ function work(sid, msgs, text) {
         const finish = (ok) => {
           message.parts[0].state = ok ? { status: 'completed', input: { path: 'x' }, output: `ran ${tool}` } : { status: 'error', input: { path: 'x' }, error: 'The user rejected permission to use this specific tool call.' };
           message.info.time.completed = Date.now();
-          msgs.push(assistant([{ type: 'text', text: 'ok' }]));
+          // As opencode (continue_loop_on_deny off): a rejected call ends the loop, no follow-up answer.
+          if (ok) msgs.push(assistant([{ type: 'text', text: 'ok' }]));
           delete status[sid];
           save();
         };
@@ -111,6 +124,7 @@ function work(sid, msgs, text) {
           const pid = id('per');
           permissions[pid] = { request: { id: pid, sessionID: sid, permission: tool, patterns: ['*'], metadata: {}, always: ['*'], tool: { messageID: message.info.id, callID } }, finish };
           save();
+          publish('permission.asked');
           return;
         }
         finish(true);
@@ -135,7 +149,7 @@ function work(sid, msgs, text) {
     }
     delete status[sid];
     save();
-  }, 30);
+  }, text.includes('SLOWTURN') ? 3000 : 30);
 }
 
 const server = createServer((req, res) => {
@@ -150,7 +164,18 @@ const server = createServer((req, res) => {
     const path = new URL(req.url, 'http://x').pathname;
     const m = path.match(/^\/session\/([^/]+)(\/[a-z_]+)?$/);
     const sid = m && decodeURIComponent(m[1]);
-    if (req.method === 'GET' && path === '/session/status') return send(200, status);
+    if (req.method === 'GET' && path === '/session/status') {
+      appendFileSync('fake-status-polls.txt', 'poll\n');
+      return send(200, status);
+    }
+    if (req.method === 'GET' && path === '/event') {
+      if (process.env.FAKE_NO_EVENTS) return send(404, { name: 'NotFoundError' });
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.write(`data: ${JSON.stringify({ type: 'server.connected', properties: {} })}\n\n`);
+      listeners.add(res);
+      res.on('close', () => listeners.delete(res));
+      return undefined;
+    }
     if (req.method === 'GET' && path === '/permission') return send(200, Object.values(permissions).map((p) => p.request));
     if (req.method === 'POST' && path === '/instance/dispose') { appendFileSync('fake-disposals.txt', 'dispose\n'); return send(200, true); }
     const waitFor = path.match(/^\/api\/session\/([^/]+)\/wait$/);

@@ -77,7 +77,7 @@ test('a permission request is a pending approval; allow is opencode once, deny r
     assert.deepEqual([again.result.outcome, again.result.reason, again.result.inferred], ['denied', 'event_replayed', ['reason']]);
     const second = await a.request('instance/turn', { instance: root, input: 'CALL tools_probe_note' });
     const refused = await a.request('approval/answer', { request: second.result.tool_call.approval, decision: 'deny' });
-    assert.equal(refused.result.tool_call.outcome, 'denied');
+    assert.deepEqual([refused.result.outcome, refused.result.reason, refused.result.tool_call.outcome], ['denied', 'policy_denied', 'denied']);
     // opencode shows nothing of an answered request: the empty set is not its record of the decisions.
     const after = (await a.request('state/observe')).result.observed;
     assert.deepEqual([after.approvals, after.inferred], [[], ['approvals']]);
