@@ -92,6 +92,11 @@ pub trait Decisions: Send + Sync + fmt::Debug {
         false
     }
 
+    /// The authorizer is asked on the receipt-consume path too, not only on direct delegation (EA1).
+    fn asks_authorizer_on_receipt(&self) -> bool {
+        true
+    }
+
     /// An authorization receipt admits once (EA4).
     fn refuses_replayed_authorization(&self) -> bool {
         true

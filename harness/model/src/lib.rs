@@ -11,6 +11,7 @@ pub mod eligibility;
 pub mod fuzzing;
 pub mod invariants;
 pub mod path;
+pub mod sequence;
 pub mod state;
 pub mod vocabulary;
 pub mod wire;

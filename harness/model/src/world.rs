@@ -12,9 +12,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::digest::ToolDefinition;
-use crate::state::{
-    AuthorizerAnswer, HostState, LifecyclePlan, LiveTools, MemoryJournal, PlanEnd, ToolPlan,
-};
+use crate::sequence::{self, AuthorizerCall, Core, Effect, Effects, ModelReply, ModelTurn, Stop};
+use crate::state::{AuthorizerAnswer, Denial, HostState, LiveTools, MemoryJournal};
 use crate::wire::*;
 
 /// What the simulated model answers to an input containing a marker.
@@ -102,17 +101,6 @@ impl World {
         let observed = Arc::new(self.state.observe());
         self.latest_observed = Some(observed.clone());
         observed
-    }
-
-    /// Brings the live tool list up to date; a `list_changed` whose
-    /// invalidation cannot be committed refuses the action and stays pending,
-    /// as the reference host does.
-    fn live(&mut self) -> Result<(), crate::state::Denial> {
-        if self.list_changed_pending {
-            self.state.tool_list_changed(&mut self.journal)?;
-            self.list_changed_pending = false;
-        }
-        Ok(())
     }
 
     /// Applies one change to the simulated observers and records it.
@@ -242,296 +230,118 @@ impl World {
     }
 
     fn perform(&mut self, action: &Action) -> ActionResult {
-        // A pending list_changed is taken in where the reference host takes
-        // it in: by the actions that list the tools, and by an observation,
-        // which answers even when the write fails (it stays pending).
-        let lists_tools = action.lists_tools();
-        if lists_tools {
-            if let Err(d) = self.live() {
-                return d.into();
-            }
-        } else if matches!(action, Action::Observe) {
-            let _ = self.live();
-        }
         // Lent rather than cloned: no action changes the tool server's list,
         // and a clone of every definition, JSON values and all, per action
         // was among the largest allocation costs of the fuzz target.
-        let live = std::mem::take(&mut self.tools);
-        let result = self.perform_with(action, &live);
-        self.tools = live;
-        result
-    }
-
-    fn perform_with(&mut self, action: &Action, live: &LiveTools) -> ActionResult {
-        let j = &mut self.journal;
-        match action {
-            Action::Configure(c) => self.state.configure(j, c.clone()),
-            Action::Start(req) => self.state.start(j, req, live),
-            Action::Delegate { parent, request } => self.delegate(parent, request, None, live),
-            Action::PrepareReceipt {
-                parent,
-                call_id,
-                request,
-                ttl_ms,
-            } => self
-                .state
-                .prepare_receipt(j, parent, call_id, request, *ttl_ms, live),
-            Action::ConsumeReceipt {
-                receipt,
-                parent,
-                request,
-            } => self.delegate(parent, request, Some(receipt), live),
-            Action::RevokeReceipt { receipt } => self.state.revoke_receipt(j, receipt),
-            Action::Turn { instance, input } => self.turn(instance, input, live),
-            Action::ToolCall {
-                instance,
-                tool,
-                arguments,
-            } => {
-                let plan = self
-                    .state
-                    .plan_tool_call(j, instance, tool, arguments, live);
-                self.run_plan(tool, plan)
-            }
-            Action::Close { instance } => self.state.end(j, instance, LifecycleState::Closed),
-            Action::Cancel { instance } => self.state.end(j, instance, LifecycleState::Cancelled),
-            Action::Fail { instance } => self.state.end(j, instance, LifecycleState::Failed),
-            Action::Resume { instance } => self.state.resume(j, instance),
-            Action::Fork { instance } => self.state.fork(j, instance),
-            Action::Wait { instance, deadline } => self.state.wait(instance, *deadline),
-            Action::DeliverEvent {
-                event,
-                instance,
-                kind,
-            } => self.state.deliver_event(j, event, instance, kind),
-            Action::Answer { request, decision } => {
-                let tool = self
-                    .state
-                    .approvals
-                    .get(request)
-                    .map(|a| a.approval.tool.clone())
-                    .unwrap_or_default();
-                let plan = self.state.answer(j, request, *decision, live);
-                self.run_plan(&tool, plan)
-            }
-            Action::SetAutoApprove { enabled } => self.state.set_auto_approve(j, *enabled),
-            Action::RevokeGrant { grant } => self.state.revoke_grant(grant),
-            Action::IssueCapability {
-                task,
-                agent,
-                tools,
-                expires_at,
-                secret,
-            } => self
-                .state
-                .issue_capability(j, task, agent, tools, *expires_at, secret.as_deref()),
-            Action::CapabilityCall {
-                secret,
-                task,
-                agent,
-                tool,
-                arguments,
-                call_id,
-            } => {
-                let (plan, key) = self.state.plan_capability_call(
-                    secret,
-                    task,
-                    agent,
-                    tool,
-                    arguments,
-                    call_id.as_deref(),
-                    live,
-                );
-                let r = self.run_plan(tool, plan);
-                if let (Some(key), Some(report)) = (key, &r.tool_call)
-                    && report.outcome == ToolCallOutcome::Executed
-                {
-                    let _ = self.state.capability_finished(
-                        &mut self.journal,
-                        &key,
-                        report.result.as_deref().unwrap_or_default(),
-                    );
-                    self.state.take_fault(FaultPoint::EventDeliver);
-                }
-                r
-            }
-            Action::RevokeCapability { capability } => self.state.revoke_capability(j, capability),
-            Action::SetClock { now } => self.state.set_clock(j, *now),
-            Action::ArmFault { point, times } => self.state.arm_fault(*point, *times),
-            Action::ClearFault { point } => self.state.clear_fault(*point),
-            Action::ScoreRisk { instance, risk } => self.state.score_risk(j, instance, risk),
-            // The state observed is the entry's own snapshot (`observed`),
-            // not a second copy in the result.
-            Action::Observe => ActionResult::ok(),
-        }
-    }
-
-    fn run_plan(&mut self, tool: &str, plan: ToolPlan) -> ActionResult {
-        let end = match plan {
-            ToolPlan::Execute {
-                tool: t,
-                arguments,
-                approval,
-            } => {
-                self.evidence.handler_calls.push(HandlerCall {
-                    tool: t.clone(),
-                    arguments,
-                });
-                PlanEnd::Ran {
-                    approval,
-                    result: Ok(format!("{t} ran")),
-                }
-            }
-            ToolPlan::Pending { approval } => PlanEnd::Pending(approval),
-            ToolPlan::Denied(d) => PlanEnd::Denied(d),
-            ToolPlan::Crash => {
+        let live = Arc::new(std::mem::take(&mut self.tools));
+        let mut observers = SimObservers {
+            live: live.clone(),
+            replies: &self.replies,
+            authorizer: &self.authorizer,
+            authorizer_allows: self.authorizer_allows,
+            authorizer_issued: &mut self.authorizer_issued,
+            list_changed_pending: &mut self.list_changed_pending,
+            evidence: &mut self.evidence,
+        };
+        let mut core = Core {
+            state: &mut self.state,
+            journal: &mut self.journal,
+        };
+        let performed = sequence::run_ready(sequence::perform(&mut core, &mut observers, action));
+        drop(observers);
+        self.tools = Arc::try_unwrap(live).unwrap_or_else(|shared| (*shared).clone());
+        match performed {
+            Ok(result) => result,
+            Err(Stop::Crashed) => {
                 self.crashed = true;
-                PlanEnd::Crashed
+                ActionResult::ok()
             }
-        };
-        end.reply(tool)
-    }
-
-    fn delegate(
-        &mut self,
-        parent: &str,
-        request: &SpawnRequest,
-        receipt: Option<&Value>,
-        live: &LiveTools,
-    ) -> ActionResult {
-        let transition = if receipt.is_some() {
-            "consume"
-        } else {
-            "delegate"
-        };
-        let j = &mut self.journal;
-        let admitted = match receipt {
-            Some(r) => self.state.admit_receipt(j, r, parent, request, live),
-            None => self.state.admit_delegation(parent, request, live),
-        };
-        let admission = match admitted {
-            Ok(a) => a,
-            Err(d) => {
-                return self
-                    .state
-                    .deny_delegation(j, transition, parent, request, d);
+            Err(Stop::Failed(detail)) => {
+                unreachable!("the simulated observers never fail: {detail}")
             }
-        };
-        let (admission, authorization) = if self.state.config.authorizer_required {
-            let answer = if self.state.take_fault(FaultPoint::AuthorizerCall) {
-                AuthorizerAnswer::Unavailable("fault armed".into())
-            } else {
-                self.evidence.authorizer_calls += 1;
-                if self.authorizer_allows {
-                    self.authorizer_issued += 1;
-                    let now = self.state.now;
-                    AuthorizerAnswer::Body(
-                        json!({"version": "1", "decision": "allow", "decided_at": now,
-                               "receipt": {"id": format!("authz-sim-{}", self.authorizer_issued),
-                                           "binding": admission.commitment, "expires_at": now + 60_000}})
-                        .to_string(),
-                    )
-                } else {
-                    self.authorizer.clone()
-                }
-            };
-            match self.state.apply_authorizer(admission, &answer) {
-                Ok((a, rid)) => (a, Some(rid)),
-                Err(d) => {
-                    return self
-                        .state
-                        .deny_delegation(j, transition, parent, request, d);
-                }
-            }
-        } else {
-            (admission, None)
-        };
-        let (child, effective) = match self.state.commit_child(j, admission, authorization) {
-            Ok(c) => c,
-            Err(d) => {
-                return self
-                    .state
-                    .deny_delegation(j, transition, parent, request, d);
-            }
-        };
-        let first = self.turn(&child, &request.task, live);
-        let mut result = ActionResult::ok();
-        result.instance = Some(child);
-        result.effective = Some(effective);
-        result.turn = first.turn;
-        result
-    }
-
-    fn turn(&mut self, instance: &str, input: &str, live: &LiveTools) -> ActionResult {
-        if let Err(d) = self.state.begin_turn(&mut self.journal, instance) {
-            return d.into();
         }
+    }
+}
+
+/// The world's answers to what the sequence needs: the scripted model, the
+/// simulated tool server and authorizer, and the evidence an honest observer records.
+struct SimObservers<'w> {
+    live: Arc<LiveTools>,
+    replies: &'w [(String, SimReply)],
+    authorizer: &'w AuthorizerAnswer,
+    authorizer_allows: bool,
+    authorizer_issued: &'w mut u64,
+    list_changed_pending: &'w mut bool,
+    evidence: &'w mut Evidence,
+}
+
+impl Effects for SimObservers<'_> {
+    /// A `list_changed` whose invalidation cannot be committed stays pending,
+    /// as the reference host keeps it.
+    fn take_list_changed(&mut self, core: &mut Core<'_>) -> Result<(), Denial> {
+        if *self.list_changed_pending {
+            core.state.tool_list_changed(core.journal)?;
+            *self.list_changed_pending = false;
+        }
+        Ok(())
+    }
+
+    fn live_tools(&mut self) -> Effect<'_, Result<Arc<LiveTools>, String>> {
+        Box::pin(std::future::ready(Ok(self.live.clone())))
+    }
+
+    fn model_turn<'a>(&'a mut self, turn: ModelTurn<'a>) -> Effect<'a, ModelReply> {
         *self
             .evidence
             .model_requests
-            .entry(instance.to_string())
+            .entry(turn.instance.to_string())
             .or_default() += 1;
-        let visible = self.state.model_visible_definitions(instance, live);
         self.evidence.model_visible_tools.insert(
-            instance.to_string(),
-            visible.iter().map(|d| d.digest.clone()).collect(),
+            turn.instance.to_string(),
+            turn.tools.iter().map(|d| d.digest.clone()).collect(),
         );
         let reply = self
             .replies
             .iter()
-            .find(|(marker, _)| input.contains(marker.as_str()))
+            .find(|(marker, _)| turn.input.contains(marker.as_str()))
             .map(|(_, r)| r.clone())
             .unwrap_or(SimReply::Message("ok".into()));
-        let mut result = match reply {
-            SimReply::Message(text) => {
-                let mut r = ActionResult::ok();
-                r.turn = Some(TurnReport::Message { text });
-                r
-            }
-            SimReply::Fail => {
-                return self.state.model_failed(
-                    &mut self.journal,
-                    instance,
-                    "model endpoint failed".into(),
-                );
-            }
-            SimReply::ToolCall { tool, arguments } => {
-                let plan =
-                    self.state
-                        .plan_tool_call(&mut self.journal, instance, &tool, &arguments, live);
-                let mut r = self.run_plan(&tool, plan);
-                r.outcome = Outcome::Ok;
-                r.reason = None;
-                r.turn = Some(TurnReport::ToolCall { tool });
-                r
-            }
-            SimReply::Spawn(request) => {
-                let spawned = self.delegate(instance, &request, None, live);
-                let mut r = ActionResult::ok();
-                r.turn = Some(TurnReport::Spawn {
-                    spawn: Box::new(spawned),
-                });
-                r
-            }
-            SimReply::Lifecycle(call) => {
-                let outcome = match self.state.plan_lifecycle(&mut self.journal, &call) {
-                    LifecyclePlan::Done(outcome) => outcome,
-                    LifecyclePlan::Turn { input } => self.turn(&call.target, &input, live),
-                };
-                let mut r = ActionResult::ok();
-                r.turn = Some(LifecyclePlan::report(&call, outcome));
-                r
-            }
+        Box::pin(std::future::ready(match reply {
+            SimReply::Message(text) => ModelReply::Message(text),
+            SimReply::ToolCall { tool, arguments } => ModelReply::ToolCall { tool, arguments },
+            SimReply::Spawn(request) => ModelReply::Spawn(request),
+            SimReply::Lifecycle(call) => ModelReply::Lifecycle(call),
+            SimReply::Fail => ModelReply::Failed("model endpoint failed".into()),
+        }))
+    }
+
+    fn call_handler<'a>(
+        &'a mut self,
+        tool: &'a str,
+        arguments: &'a Value,
+    ) -> Effect<'a, Result<String, String>> {
+        self.evidence.handler_calls.push(HandlerCall {
+            tool: tool.to_string(),
+            arguments: arguments.clone(),
+        });
+        Box::pin(std::future::ready(Ok(format!("{tool} ran"))))
+    }
+
+    fn authorize<'a>(&'a mut self, call: AuthorizerCall<'a>) -> Effect<'a, AuthorizerAnswer> {
+        self.evidence.authorizer_calls += 1;
+        let answer = if self.authorizer_allows {
+            *self.authorizer_issued += 1;
+            let now = call.now;
+            AuthorizerAnswer::Body(
+                json!({"version": "1", "decision": "allow", "decided_at": now,
+                       "receipt": {"id": format!("authz-sim-{}", self.authorizer_issued),
+                                   "binding": call.commitment, "expires_at": now + 60_000}})
+                .to_string(),
+            )
+        } else {
+            self.authorizer.clone()
         };
-        if self.crashed {
-            // A dead host commits nothing more: the turn stays running in its store.
-            return result;
-        }
-        if let Err(d) = self.state.finish_turn(&mut self.journal, instance) {
-            result.detail = Some(d.detail);
-        }
-        result.instance = Some(instance.into());
-        result
+        Box::pin(std::future::ready(answer))
     }
 }
 

@@ -342,6 +342,10 @@ impl Decisions for Mutant {
         self.is(Defect::AuthorizerTimeoutAllows)
     }
 
+    fn asks_authorizer_on_receipt(&self) -> bool {
+        !self.is(Defect::AuthorizerSkippedOnReceipt)
+    }
+
     fn refuses_replayed_authorization(&self) -> bool {
         !self.is(Defect::AuthorizationReplayAccepted)
     }

@@ -9,16 +9,18 @@
 pub mod store;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use delegation_model::digest::sha256_hex;
-use delegation_model::state::{
-    Admission, AuthorizerAnswer, HostState, LifecyclePlan, LiveTools, PlanEnd, ToolPlan,
+use delegation_model::sequence::{
+    self, AuthorizerCall, Core, Effect, Effects, ModelReply, ModelTurn, Stop,
 };
+use delegation_model::state::{AuthorizerAnswer, Denial, HostState, LiveTools};
 use delegation_model::{
-    Action, ActionResult, DenyReason, LifecycleCall, LifecycleState, SpawnRequest, ToolCallOutcome,
-    ToolDefinition, TurnReport,
+    Action, ActionResult, DenyReason, FaultPoint, LifecycleCall, LifecycleState, SpawnRequest,
+    ToolDefinition,
 };
 use delegation_protocol::{
     Environment, HostInfo, InitializeParams, InitializeResult, PROTOCOL_VERSION, capability,
@@ -145,93 +147,164 @@ fn fresh_seal_key(dir: &Path) -> String {
     sha256_hex(format!("{}\n{nanos}\n{}", dir.display(), std::process::id()).as_bytes())
 }
 
-impl Running {
+/// The reference host's answers to what the model's sequence needs: real
+/// MCP listings and calls, HTTP to the model endpoint and the authorizer.
+struct ReferenceIo<'r> {
+    mcp: &'r [McpClient],
+    /// A `list_changed` received whose invalidation is not committed yet.
+    list_changed: &'r mut bool,
+    environment: &'r Environment,
+    http: &'r reqwest::Client,
+    /// The deliberate bug the host carries, for what it does around the sequence.
+    defect: Option<Defect>,
+    /// Defect queued-followup-after-close: refused follow-ups (instance, input); always empty otherwise.
+    queued: &'r mut Vec<(String, String)>,
+}
+
+impl ReferenceIo<'_> {
+    fn model_url(&self) -> String {
+        format!(
+            "{}/neutral/turn",
+            self.environment.model_endpoint.trim_end_matches('/')
+        )
+    }
+
+    /// A model request whose answer nobody reads: what a defect sends besides the sequence's own.
+    async fn stray_model_request(&self, instance: &str, role: &str, input: &str) {
+        let body = json!({"instance": instance, "role": role, "input": input, "tools": []});
+        let _ = self
+            .http
+            .post(self.model_url())
+            .header("x-delegation-instance", instance)
+            .json(&body)
+            .timeout(MODEL_TIMEOUT)
+            .send()
+            .await;
+    }
+}
+
+/// The model endpoint's neutral reply, as the sequence needs it.
+fn model_reply(reply: &Value) -> ModelReply {
+    let reply = &reply["reply"];
+    if let Some(m) = reply.get("message") {
+        ModelReply::Message(m["text"].as_str().unwrap_or_default().to_string())
+    } else if let Some(call) = reply.get("tool_call") {
+        ModelReply::ToolCall {
+            tool: call["tool"].as_str().unwrap_or_default().to_string(),
+            arguments: call.get("arguments").cloned().unwrap_or(json!({})),
+        }
+    } else if let Some(spawn) = reply.get("spawn") {
+        match serde_json::from_value::<SpawnRequest>(spawn.clone()) {
+            Ok(request) => ModelReply::Spawn(request),
+            Err(e) => ModelReply::Unusable(format!("model asked for an invalid spawn: {e}")),
+        }
+    } else if let Some(call) = reply.get("lifecycle") {
+        match serde_json::from_value::<LifecycleCall>(call.clone()) {
+            Ok(call) => ModelReply::Lifecycle(call),
+            Err(e) => {
+                ModelReply::Unusable(format!("model asked for an invalid lifecycle call: {e}"))
+            }
+        }
+    } else {
+        ModelReply::Unusable(format!("model reply not understood: {reply}"))
+    }
+}
+
+impl Effects for ReferenceIo<'_> {
     /// Commits the invalidation of a `list_changed` received (SD3). A failed
     /// write must not lose it: it stays pending and the caller refuses its action.
-    fn take_list_changed(&mut self) -> Result<(), delegation_model::state::Denial> {
-        for client in &self.mcp {
-            self.list_changed |= client.take_list_changed();
+    fn take_list_changed(&mut self, core: &mut Core<'_>) -> Result<(), Denial> {
+        for client in self.mcp {
+            *self.list_changed |= client.take_list_changed();
         }
-        if self.list_changed {
-            self.state.tool_list_changed(&mut self.journal)?;
-            self.list_changed = false;
+        if *self.list_changed {
+            core.state.tool_list_changed(core.journal)?;
+            *self.list_changed = false;
         }
         Ok(())
     }
 
-    /// Lists every MCP server's tools now, and notes a `list_changed` first (SD3).
-    async fn live_tools(&mut self, method: &str) -> Result<LiveTools, HostError> {
-        self.take_list_changed()
-            .map_err(|d| internal(method, d.detail))?;
-        let mut live = LiveTools::new();
-        for client in &self.mcp {
-            let tools = client
-                .list_tools()
-                .await
-                .map_err(|e| internal(method, format!("listing MCP tools: {e}")))?;
-            for raw in tools {
-                if let Ok(def) = ToolDefinition::from_value(raw) {
-                    live.insert(def.name.clone(), def);
+    /// Lists every MCP server's tools now.
+    fn live_tools(&mut self) -> Effect<'_, Result<Arc<LiveTools>, String>> {
+        Box::pin(async move {
+            let mut live = LiveTools::new();
+            for client in self.mcp {
+                let tools = client
+                    .list_tools()
+                    .await
+                    .map_err(|e| format!("listing MCP tools: {e}"))?;
+                for raw in tools {
+                    if let Ok(def) = ToolDefinition::from_value(raw) {
+                        live.insert(def.name.clone(), def);
+                    }
                 }
             }
-        }
-        Ok(live)
+            Ok(Arc::new(live))
+        })
     }
 
-    async fn call_handler(&mut self, tool: &str, arguments: &Value) -> Result<String, String> {
-        for client in &self.mcp {
-            match client.call_tool(tool, arguments.clone()).await {
-                Ok(text) => return Ok(text),
-                Err(e) => return Err(e.to_string()),
+    fn model_turn<'a>(&'a mut self, turn: ModelTurn<'a>) -> Effect<'a, ModelReply> {
+        Box::pin(async move {
+            let body = json!({
+                "instance": turn.instance,
+                "role": turn.role,
+                "input": turn.input,
+                "tools": turn.tools.iter().map(|d| d.raw.clone()).collect::<Vec<Value>>(),
+            });
+            for (queued, text) in std::mem::take(self.queued) {
+                // Defect queued-followup-after-close: the queue goes to the model with the next turn.
+                self.stray_model_request(&queued, "", &text).await;
             }
-        }
-        Err(format!("no MCP server serves `{tool}`"))
-    }
-
-    /// Runs a decided plan: the handler is called only for `Execute`.
-    async fn run_plan(&mut self, tool: &str, plan: ToolPlan, crashed: &mut bool) -> ActionResult {
-        let end = match plan {
-            ToolPlan::Execute {
-                tool: t,
-                arguments,
-                approval,
-            } => PlanEnd::Ran {
-                approval,
-                result: self.call_handler(&t, &arguments).await,
-            },
-            ToolPlan::Pending { approval } => PlanEnd::Pending(approval),
-            ToolPlan::Denied(d) => PlanEnd::Denied(d),
-            ToolPlan::Crash => {
-                *crashed = true;
-                PlanEnd::Crashed
-            }
-        };
-        end.reply(tool)
-    }
-
-    async fn authorize(
-        &mut self,
-        admission: Admission,
-    ) -> Result<(Admission, Option<String>), delegation_model::state::Denial> {
-        if !self.state.config.authorizer_required {
-            return Ok((admission, None));
-        }
-        // Defect authorizer-skipped-on-receipt: the consume path never asks the authorizer.
-        if admission.receipt.is_some() && self.defect == Some(Defect::AuthorizerSkippedOnReceipt) {
-            return Ok((admission, None));
-        }
-        let answer = if self
-            .state
-            .take_fault(delegation_model::FaultPoint::AuthorizerCall)
-        {
-            AuthorizerAnswer::Unavailable("authorizer call failed (fault armed)".into())
-        } else if let Some(url) = self.environment.authorizer.clone() {
-            let body = self.state.authorizer_request(&admission);
-            let call = reqwest::Client::new()
-                .post(format!("{}/authorize", url.trim_end_matches('/')))
+            let sent = self
+                .http
+                .post(self.model_url())
+                .header("x-delegation-instance", turn.instance)
                 .json(&body)
+                .timeout(MODEL_TIMEOUT)
+                .send()
+                .await;
+            let reply = match sent {
+                Ok(resp) if resp.status().is_success() => {
+                    resp.json::<Value>().await.map_err(|e| e.to_string())
+                }
+                Ok(resp) => Err(format!("model endpoint answered HTTP {}", resp.status())),
+                Err(e) => Err(e.to_string()),
+            };
+            match reply {
+                Ok(reply) => model_reply(&reply),
+                Err(detail) => ModelReply::Failed(detail),
+            }
+        })
+    }
+
+    fn call_handler<'a>(
+        &'a mut self,
+        tool: &'a str,
+        arguments: &'a Value,
+    ) -> Effect<'a, Result<String, String>> {
+        Box::pin(async move {
+            match self.mcp.first() {
+                Some(client) => client
+                    .call_tool(tool, arguments.clone())
+                    .await
+                    .map_err(|e| e.to_string()),
+                None => Err(format!("no MCP server serves `{tool}`")),
+            }
+        })
+    }
+
+    fn authorize<'a>(&'a mut self, call: AuthorizerCall<'a>) -> Effect<'a, AuthorizerAnswer> {
+        Box::pin(async move {
+            let Some(url) = &self.environment.authorizer else {
+                return AuthorizerAnswer::Unavailable(
+                    "an authorizer is required but none was configured".into(),
+                );
+            };
+            let sent = reqwest::Client::new()
+                .post(format!("{}/authorize", url.trim_end_matches('/')))
+                .json(call.request)
                 .send();
-            match tokio::time::timeout(AUTHORIZER_TIMEOUT, call).await {
+            match tokio::time::timeout(AUTHORIZER_TIMEOUT, sent).await {
                 Err(_) => AuthorizerAnswer::TimedOut,
                 Ok(Err(e)) => AuthorizerAnswer::Unavailable(e.to_string()),
                 Ok(Ok(resp)) if !resp.status().is_success() => {
@@ -243,284 +316,56 @@ impl Running {
                     Err(_) => AuthorizerAnswer::TimedOut,
                 },
             }
-        } else {
-            AuthorizerAnswer::Unavailable(
-                "an authorizer is required but none was configured".into(),
-            )
-        };
-        let (admission, rid) = self.state.apply_authorizer(admission, &answer)?;
-        Ok((admission, Some(rid)))
-    }
-}
-
-impl ReferenceHost {
-    /// Admission, authorizer, commit, then the child's first turn: in that order, so
-    /// that nothing is created and no model request is made for a refused child (ZC).
-    fn delegate<'a>(
-        &'a mut self,
-        parent: &'a str,
-        request: &'a SpawnRequest,
-        receipt: Option<&'a Value>,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<ActionResult, HostError>> + Send + 'a>,
-    > {
-        Box::pin(async move {
-            let method = if receipt.is_some() {
-                "receipt/consume"
-            } else {
-                "instance/delegate"
-            };
-            let transition = if receipt.is_some() {
-                "consume"
-            } else {
-                "delegate"
-            };
-            let run = self.running(method)?;
-            let live = run.live_tools(method).await?;
-            let admitted = match receipt {
-                Some(r) => run
-                    .state
-                    .admit_receipt(&mut run.journal, r, parent, request, &live),
-                None => run.state.admit_delegation(parent, request, &live),
-            };
-            let admission = match admitted {
-                Ok(a) => a,
-                Err(d) => {
-                    let denied =
-                        run.state
-                            .deny_delegation(&mut run.journal, transition, parent, request, d);
-                    self.defect_refused_child(parent, request).await?;
-                    return Ok(denied);
-                }
-            };
-            let (admission, authorization) = match run.authorize(admission).await {
-                Ok(a) => a,
-                Err(d) => {
-                    let denied =
-                        run.state
-                            .deny_delegation(&mut run.journal, transition, parent, request, d);
-                    self.defect_refused_child(parent, request).await?;
-                    return Ok(denied);
-                }
-            };
-            let (child, effective) =
-                match run
-                    .state
-                    .commit_child(&mut run.journal, admission, authorization)
-                {
-                    Ok(c) => c,
-                    Err(d) => {
-                        return Ok(run.state.deny_delegation(
-                            &mut run.journal,
-                            transition,
-                            parent,
-                            request,
-                            d,
-                        ));
-                    }
-                };
-            let mut result = ActionResult::ok();
-            result.instance = Some(child.clone());
-            result.effective = Some(effective);
-            // The child starts working on its task: its first model request.
-            let first = self.turn(&child, &request.task).await?;
-            result.turn = first.turn;
-            Ok(result)
         })
     }
 
     /// Defects child-before-policy-check and model-request-before-admission:
     /// what a buggy host already did for a child that is then refused. No-op otherwise.
-    async fn defect_refused_child(
-        &mut self,
-        parent: &str,
-        request: &SpawnRequest,
-    ) -> Result<(), HostError> {
-        let method = "instance/delegate";
-        match self.defect {
-            Some(Defect::ChildBeforePolicyCheck) => {
-                let run = self.running(method)?;
-                let Some(admission) = mutants::unchecked_admission(&run.state, parent, request)
-                else {
-                    return Ok(());
-                };
-                if let Ok((child, _)) = run.state.commit_child(&mut run.journal, admission, None) {
-                    self.turn(&child, &request.task).await?;
-                    let run = self.running(method)?;
-                    run.state
-                        .end(&mut run.journal, &child, LifecycleState::Closed);
-                }
-            }
-            Some(Defect::ModelRequestBeforeAdmission) => {
-                let http = self.http.clone();
-                let run = self.running(method)?;
-                // The id the child would have had; never an instance of this host.
-                let child = format!("pending-child-{}", run.state.next_id + 1);
-                let url = format!(
-                    "{}/neutral/turn",
-                    run.environment.model_endpoint.trim_end_matches('/')
-                );
-                let body = json!({"instance": child, "role": request.role, "input": request.task, "tools": []});
-                let _ = http
-                    .post(url)
-                    .header("x-delegation-instance", &child)
-                    .json(&body)
-                    .timeout(MODEL_TIMEOUT)
-                    .send()
-                    .await;
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// A lifecycle tool call of a parent's model, as the model plans it; a
-    /// turn it asks for is the target's own (its model request).
-    fn lifecycle<'a>(
+    fn delegation_refused<'a, 'c>(
         &'a mut self,
-        call: &'a LifecycleCall,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<ActionResult, HostError>> + Send + 'a>,
-    > {
+        core: &'a mut Core<'c>,
+        parent: &'a str,
+        request: &'a SpawnRequest,
+    ) -> Effect<'a, Result<(), Stop>> {
         Box::pin(async move {
-            let run = self.running("instance/turn")?;
-            match run.state.plan_lifecycle(&mut run.journal, call) {
-                LifecyclePlan::Done(outcome) => Ok(outcome),
-                LifecyclePlan::Turn { input } => self.turn(&call.target, &input).await,
+            match self.defect {
+                Some(Defect::ChildBeforePolicyCheck) => {
+                    let Some(admission) = mutants::unchecked_admission(core.state, parent, request)
+                    else {
+                        return Ok(());
+                    };
+                    if let Ok((child, _)) = core.state.commit_child(core.journal, admission, None) {
+                        sequence::turn(core, self, &child, &request.task).await?;
+                        core.state.end(core.journal, &child, LifecycleState::Closed);
+                    }
+                }
+                Some(Defect::ModelRequestBeforeAdmission) => {
+                    // The id the child would have had; never an instance of this host.
+                    let child = format!("pending-child-{}", core.state.next_id + 1);
+                    self.stray_model_request(&child, &request.role, &request.task)
+                        .await;
+                }
+                _ => {}
             }
+            Ok(())
         })
     }
 
-    async fn turn(&mut self, instance: &str, input: &str) -> Result<ActionResult, HostError> {
-        let method = "instance/turn";
-        let http = self.http.clone();
-        let flush = std::mem::take(&mut self.queued);
-        let run = self.running(method)?;
-        let live = run.live_tools(method).await?;
-        if let Err(d) = run.state.begin_turn(&mut run.journal, instance) {
-            // Defect queued-followup-after-close: the refused follow-up is kept for later.
-            let queue = d.reason == DenyReason::InstanceTerminal
-                && run.defect == Some(Defect::QueuedFollowupAfterClose);
-            self.queued = flush;
-            if queue {
-                self.queued.push((instance.to_string(), input.to_string()));
-            }
-            return Ok(d.into());
+    /// Defect queued-followup-after-close: the refused follow-up is kept for later.
+    fn turn_refused(&mut self, instance: &str, input: &str, denial: &Denial) {
+        if denial.reason == DenyReason::InstanceTerminal
+            && self.defect == Some(Defect::QueuedFollowupAfterClose)
+        {
+            self.queued.push((instance.to_string(), input.to_string()));
         }
-        let inst = &run.state.instances[instance];
-        let body = json!({
-            "instance": instance,
-            "role": inst.role,
-            "input": input,
-            "tools": run.state.model_visible_tools(instance, &live),
-        });
-        let url = format!(
-            "{}/neutral/turn",
-            run.environment.model_endpoint.trim_end_matches('/')
-        );
-        for (queued, text) in flush {
-            // Defect queued-followup-after-close: the queue goes to the model with the next turn.
-            let body = json!({"instance": queued, "role": "", "input": text, "tools": []});
-            let _ = http
-                .post(url.as_str())
-                .header("x-delegation-instance", &queued)
-                .json(&body)
-                .timeout(MODEL_TIMEOUT)
-                .send()
-                .await;
-        }
-        let sent = http
-            .post(url)
-            .header("x-delegation-instance", instance)
-            .json(&body)
-            .timeout(MODEL_TIMEOUT)
-            .send()
-            .await;
-        let reply = match sent {
-            Ok(resp) if resp.status().is_success() => {
-                resp.json::<Value>().await.map_err(|e| e.to_string())
-            }
-            Ok(resp) => Err(format!("model endpoint answered HTTP {}", resp.status())),
-            Err(e) => Err(e.to_string()),
-        };
-        let reply = match reply {
-            Ok(v) => v,
-            Err(detail) => return Ok(run.state.model_failed(&mut run.journal, instance, detail)),
-        };
-        let reply = &reply["reply"];
-        let mut result = if let Some(m) = reply.get("message") {
-            let mut r = ActionResult::ok();
-            r.turn = Some(TurnReport::Message {
-                text: m["text"].as_str().unwrap_or_default().to_string(),
-            });
-            r
-        } else if let Some(call) = reply.get("tool_call") {
-            let tool = call["tool"].as_str().unwrap_or_default().to_string();
-            let arguments = call.get("arguments").cloned().unwrap_or(json!({}));
-            let plan =
-                run.state
-                    .plan_tool_call(&mut run.journal, instance, &tool, &arguments, &live);
-            let mut crashed = false;
-            let mut r = run.run_plan(&tool, plan, &mut crashed).await;
-            self.crashed |= crashed;
-            r.outcome = delegation_model::Outcome::Ok;
-            r.reason = None;
-            r.turn = Some(TurnReport::ToolCall { tool });
-            r
-        } else if let Some(spawn) = reply.get("spawn") {
-            match serde_json::from_value::<SpawnRequest>(spawn.clone()) {
-                Ok(request) => {
-                    let spawned = self.delegate(instance, &request, None).await?;
-                    let mut r = ActionResult::ok();
-                    r.turn = Some(TurnReport::Spawn {
-                        spawn: Box::new(spawned),
-                    });
-                    r
-                }
-                Err(e) => {
-                    let mut r = ActionResult::ok();
-                    r.turn = Some(TurnReport::ModelFailed {
-                        detail: format!("model asked for an invalid spawn: {e}"),
-                    });
-                    r
-                }
-            }
-        } else if let Some(call) = reply.get("lifecycle") {
-            match serde_json::from_value::<LifecycleCall>(call.clone()) {
-                Ok(call) => {
-                    let outcome = self.lifecycle(&call).await?;
-                    let mut r = ActionResult::ok();
-                    r.turn = Some(LifecyclePlan::report(&call, outcome));
-                    r
-                }
-                Err(e) => {
-                    let mut r = ActionResult::ok();
-                    r.turn = Some(TurnReport::ModelFailed {
-                        detail: format!("model asked for an invalid lifecycle call: {e}"),
-                    });
-                    r
-                }
-            }
-        } else {
-            let mut r = ActionResult::ok();
-            r.turn = Some(TurnReport::ModelFailed {
-                detail: format!("model reply not understood: {reply}"),
-            });
-            r
-        };
-        if self.crashed {
-            return Err(HostError::Exited {
-                method: method.into(),
-                status: "crashed (fault crash.after_decision_commit)".into(),
-                stderr_tail: String::new(),
-            });
-        }
-        let run = self.running(method)?;
-        if let Err(d) = run.state.finish_turn(&mut run.journal, instance) {
-            result.detail = Some(d.detail);
-        }
-        result.instance = Some(instance.into());
-        Ok(result)
+    }
+}
+
+fn exited(method: &str) -> HostError {
+    HostError::Exited {
+        method: method.into(),
+        status: "crashed (fault crash.after_decision_commit)".into(),
+        stderr_tail: String::new(),
     }
 }
 
@@ -590,170 +435,44 @@ impl Host for ReferenceHost {
 
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError> {
         let method = action.method();
-        let lists_tools = action.lists_tools();
-        if lists_tools && let Err(d) = self.running(method)?.take_list_changed() {
-            // The invalidation could not be committed: the action is refused
-            // (`store_write_failed`) before anything else, as the model does.
-            return Ok(d.into());
-        }
-        match action {
-            Action::Delegate { parent, request } => {
-                return self.delegate(parent, request, None).await;
-            }
-            Action::ConsumeReceipt {
-                receipt,
-                parent,
-                request,
-            } => return self.delegate(parent, request, Some(receipt)).await,
-            Action::Turn { instance, input } => return self.turn(instance, input).await,
-            _ => {}
-        }
-        let run = self.running(method)?;
-        let j = &mut run.journal;
-        let result = match action {
-            Action::Configure(c) => run.state.configure(j, c.clone()),
-            Action::Start(req) => {
-                let live = run.live_tools(method).await?;
-                run.state.start(&mut run.journal, req, &live)
-            }
-            Action::PrepareReceipt {
-                parent,
-                call_id,
-                request,
-                ttl_ms,
-            } => {
-                let live = run.live_tools(method).await?;
-                run.state.prepare_receipt(
-                    &mut run.journal,
-                    parent,
-                    call_id,
-                    request,
-                    *ttl_ms,
-                    &live,
-                )
-            }
-            Action::RevokeReceipt { receipt } => run.state.revoke_receipt(j, receipt),
-            Action::ToolCall {
-                instance,
-                tool,
-                arguments,
-            } => {
-                let live = run.live_tools(method).await?;
-                let crash = delegation_model::FaultPoint::CrashAfterDecisionCommit;
-                let armed = run.state.faults.contains_key(&crash);
-                let plan =
-                    run.state
-                        .plan_tool_call(&mut run.journal, instance, tool, arguments, &live);
-                let mut crashed = false;
-                let r = run.run_plan(tool, plan, &mut crashed).await;
-                // Defect dispatch-before-record: the host dies after the handler ran, before the record.
-                crashed |= armed
-                    && !run.state.faults.contains_key(&crash)
-                    && run.defect == Some(Defect::DispatchBeforeRecord);
-                self.crashed |= crashed;
-                r
-            }
-            Action::Close { instance } => run.state.end(j, instance, LifecycleState::Closed),
-            Action::Cancel { instance } => run.state.end(j, instance, LifecycleState::Cancelled),
-            Action::Fail { instance } => run.state.end(j, instance, LifecycleState::Failed),
-            Action::Resume { instance } => run.state.resume(j, instance),
-            Action::Fork { instance } => run.state.fork(j, instance),
-            Action::Wait { instance, deadline } => run.state.wait(instance, *deadline),
-            Action::DeliverEvent {
-                event,
-                instance,
-                kind,
-            } => run.state.deliver_event(j, event, instance, kind),
-            Action::Answer { request, decision } => {
-                let live = run.live_tools(method).await?;
-                let plan = run
-                    .state
-                    .answer(&mut run.journal, request, *decision, &live);
-                let tool = run
-                    .state
-                    .approvals
-                    .get(request)
-                    .map(|a| a.approval.tool.clone())
-                    .unwrap_or_default();
-                let mut crashed = false;
-                let r = run.run_plan(&tool, plan, &mut crashed).await;
-                self.crashed |= crashed;
-                r
-            }
-            Action::SetAutoApprove { enabled } => run.state.set_auto_approve(j, *enabled),
-            Action::RevokeGrant { grant } => run.state.revoke_grant(grant),
-            Action::IssueCapability {
-                task,
-                agent,
-                tools,
-                expires_at,
-                secret,
-            } => run
-                .state
-                .issue_capability(j, task, agent, tools, *expires_at, secret.as_deref()),
-            Action::CapabilityCall {
-                secret,
-                task,
-                agent,
-                tool,
-                arguments,
-                call_id,
-            } => {
-                let live = run.live_tools(method).await?;
-                let (plan, key) = run.state.plan_capability_call(
-                    secret,
-                    task,
-                    agent,
-                    tool,
-                    arguments,
-                    call_id.as_deref(),
-                    &live,
-                );
-                let mut crashed = false;
-                let mut r = run.run_plan(tool, plan, &mut crashed).await;
-                if let (Some(key), Some(report)) = (key, &r.tool_call)
-                    && report.outcome == ToolCallOutcome::Executed
-                {
-                    let outcome = report.result.clone().unwrap_or_default();
-                    // The outcome is kept before the event goes out, so a failed delivery loses nothing (TC5).
-                    if let Err(d) = run
-                        .state
-                        .capability_finished(&mut run.journal, &key, &outcome)
-                    {
-                        r.detail = Some(format!("outcome not recorded: {}", d.detail));
-                    } else if run
-                        .state
-                        .take_fault(delegation_model::FaultPoint::EventDeliver)
-                    {
-                        r.detail = Some("event delivery failed; the outcome is kept".into());
-                    }
-                }
-                r
-            }
-            Action::RevokeCapability { capability } => run.state.revoke_capability(j, capability),
-            Action::SetClock { now } => run.state.set_clock(j, *now),
-            Action::ArmFault { point, times } => run.state.arm_fault(*point, *times),
-            Action::ClearFault { point } => run.state.clear_fault(*point),
-            Action::ScoreRisk { instance, risk } => run.state.score_risk(j, instance, risk),
-            Action::Observe => {
-                // Observing also takes in a pending list_changed, so the view
-                // is current; a failed write leaves it pending for the next
-                // action and is no reason to refuse a read.
-                let _ = run.take_list_changed();
-                let mut r = ActionResult::ok();
-                r.observed = Some(run.state.observe());
-                r
-            }
-            Action::Delegate { .. } | Action::ConsumeReceipt { .. } | Action::Turn { .. } => {
-                unreachable!("handled above")
-            }
+        self.running(method)?;
+        let Some(run) = self.running.as_mut() else {
+            unreachable!("checked just above")
         };
-        if self.crashed {
-            return Err(HostError::Exited {
-                method: method.into(),
-                status: "crashed (fault crash.after_decision_commit)".into(),
-                stderr_tail: String::new(),
-            });
+        let crash = FaultPoint::CrashAfterDecisionCommit;
+        let crash_armed = run.state.faults.contains_key(&crash);
+        let mut io = ReferenceIo {
+            mcp: &run.mcp,
+            list_changed: &mut run.list_changed,
+            environment: &run.environment,
+            http: &self.http,
+            defect: run.defect,
+            queued: &mut self.queued,
+        };
+        let mut core = Core {
+            state: &mut run.state,
+            journal: &mut run.journal,
+        };
+        let performed = sequence::perform(&mut core, &mut io, action).await;
+        let mut result = match performed {
+            Ok(result) => result,
+            Err(Stop::Crashed) => {
+                self.crashed = true;
+                return Err(exited(method));
+            }
+            Err(Stop::Failed(detail)) => return Err(internal(method, detail)),
+        };
+        // Defect dispatch-before-record: the host dies after the handler ran, before the record.
+        if matches!(action, Action::ToolCall { .. })
+            && run.defect == Some(Defect::DispatchBeforeRecord)
+            && crash_armed
+            && !run.state.faults.contains_key(&crash)
+        {
+            self.crashed = true;
+            return Err(exited(method));
+        }
+        if matches!(action, Action::Observe) {
+            result.observed = Some(run.state.observe());
         }
         Ok(result)
     }
