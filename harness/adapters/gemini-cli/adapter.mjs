@@ -14,7 +14,7 @@ import {
   ensureGemini, isolatedEnv, storePaths, writeSettings, runGemini, killGroup, readStore, readJson, writeAtomic,
   GEMINI_MODEL,
 } from './lib/gemini.mjs';
-import { turnReport, acpTurnReport, eligibility, READ_ONLY_REFUSED } from './lib/mapping.mjs';
+import { turnReport, acpTurnReport, eligibility, toolOfTitle, argumentsOf, READ_ONLY_REFUSED } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 import { startRelay } from './lib/mcp-relay.mjs';
 import { AcpRun } from './lib/acp.mjs';
@@ -394,11 +394,11 @@ export class Adapter {
    */
   recordApproval(root, params) {
     const call = params.toolCall || {};
-    const tool = this.nameBack(String(call.title || ''));
+    const tool = this.nameBack(toolOfTitle(call.title));
     const entry = this.catalogue.get(tool);
     const approval = {
       id: `a-${this.state.approvals.length + 1}`, instance: root, root, class: entry ? entry.class : 'generic', tool,
-      tool_digest: entry ? entry.digest : 'sha256:unknown', arguments_digest: digestOf(call.rawInput || {}),
+      tool_digest: entry ? entry.digest : 'sha256:unknown', arguments_digest: digestOf(argumentsOf(call)),
       state: 'pending', tool_call_id: call.toolCallId,
     };
     this.state.approvals.push(approval);

@@ -145,6 +145,26 @@ export function turnReport(events, { subagents = [], nameBack = (n) => n, childE
   };
 }
 
+/**
+ * The tool an ACP tool call's title names: Gemini CLI titles an MCP tool's
+ * call `<tool> (<server> MCP Server)` (a shell-like call by its `command`
+ * argument instead); anything else as it stands.
+ */
+export function toolOfTitle(title) {
+  const match = /^(.*) \((.+) MCP Server\)$/.exec(String(title || ''));
+  return match ? match[1] : String(title || '');
+}
+
+/** The arguments of an ACP tool call, when its content is their JSON (Gemini CLI's explanation of an MCP call); else `{}`. */
+export function argumentsOf(toolCall) {
+  try {
+    const value = JSON.parse(contentText(toolCall && toolCall.content));
+    return value && typeof value === 'object' ? value : {};
+  } catch {
+    return {};
+  }
+}
+
 /** The text of an ACP tool call's content blocks. */
 const contentText = (content) => (Array.isArray(content) ? content : [])
   .map((c) => (c && c.content && typeof c.content.text === 'string' ? c.content.text : c && typeof c.text === 'string' ? c.text : ''))
@@ -182,7 +202,7 @@ export function acpTurnReport(updates, { done = {}, answered = null, messages = 
   const calls = acpCalls(updates);
   const storedName = new Map();
   for (const message of messages) for (const call of message.toolCalls || []) storedName.set(call.id, call.name);
-  const nameOf = (call) => nameBack(storedName.get(call.id) || call.title || 'unknown');
+  const nameOf = (call) => nameBack(storedName.get(call.id) || toolOfTitle(call.title) || 'unknown');
   const toolCall = (call, tool) => {
     if (call && call.status === 'completed') return { tool_call: { tool, outcome: 'executed', ...(call.text ? { result: call.text } : {}) }, inferred: [] };
     if (call && call.status === 'failed') {

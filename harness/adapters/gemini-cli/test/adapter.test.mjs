@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, readdirSync, existsSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { turnReport, acpTurnReport, eligibility } from '../lib/mapping.mjs';
+import { turnReport, acpTurnReport, eligibility, toolOfTitle, argumentsOf } from '../lib/mapping.mjs';
 import { optionFor } from '../lib/acp.mjs';
 import { geminiToolName } from '../lib/mcp.mjs';
 import { keepEvent, startRelay } from '../lib/mcp-relay.mjs';
@@ -332,6 +332,10 @@ test('ACP reports: a completed call runs, a denied one left no update, a failed 
   assert.deepEqual(refused.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'policy_denied' });
   assert.deepEqual(refused.inferred, ['reason']);
   assert.equal(acpTurnReport([], { done: { error: new Error('503') } }).turn.reply, 'model_failed');
+  assert.equal(toolOfTitle('probe_note (harness MCP Server)'), 'probe_note');
+  assert.equal(toolOfTitle('notes.read'), 'notes.read');
+  assert.deepEqual(argumentsOf({ content: [{ type: 'content', content: { type: 'text', text: '{"text":"x"}' } }] }), { text: 'x' });
+  assert.deepEqual(argumentsOf({ content: [] }), {});
   assert.deepEqual(acpTurnReport([{ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'hi' } }]).turn, { reply: 'message', text: 'hi' });
 });
 

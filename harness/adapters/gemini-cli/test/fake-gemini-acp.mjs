@@ -45,7 +45,7 @@ async function prompt(sessionId, text) {
           { optionId: 'proceed_once', name: 'Allow', kind: 'allow_once' },
           { optionId: 'cancel', name: 'Reject', kind: 'reject_once' },
         ],
-        toolCall: { toolCallId, status: 'pending', title: 'ASKS', content: [], kind: 'other' },
+        toolCall: { toolCallId, status: 'pending', title: 'ASKS (harness MCP Server)', content: [{ type: 'content', content: { type: 'text', text: '{}' } }], kind: 'other' },
       });
       if (answer.outcome.optionId === 'proceed_once') {
         update(sessionId, { sessionUpdate: 'tool_call_update', toolCallId, status: 'completed', title: 'ASKS', content: [{ type: 'content', content: { type: 'text', text: 'tool output' } }] });
