@@ -14,9 +14,10 @@ import {
   ensureGemini, isolatedEnv, storePaths, writeSettings, runGemini, killGroup, readStore, readJson, writeAtomic,
   GEMINI_MODEL,
 } from './lib/gemini.mjs';
-import { turnReport } from './lib/mapping.mjs';
-import { toolCatalogue } from './lib/mcp.mjs';
+import { turnReport, acpTurnReport, eligibility, toolOfTitle, argumentsOf, READ_ONLY_REFUSED } from './lib/mapping.mjs';
+import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 import { startRelay } from './lib/mcp-relay.mjs';
+import { AcpRun } from './lib/acp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 const MODEL_ID = 'reference-model';
@@ -46,6 +47,8 @@ export class Adapter {
     this.mcpServers = [];
     this.catalogue = new Map();
     this.relays = [];
+    /** Roots whose `gemini --acp` waits for a person's answer, by instance id. */
+    this.live = new Map();
   }
 
   log(level, message) {
@@ -56,7 +59,8 @@ export class Adapter {
   // ---- durable adapter state (what Gemini CLI's own store does not say) --------------------
 
   loadState() {
-    this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
+    this.state = readJson(this.paths.state, { instances: {}, configuration: {}, approvals: [] });
+    this.state.approvals = this.state.approvals || [];
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -77,6 +81,7 @@ export class Adapter {
       case 'host/configure': return this.configure(params);
       case 'instance/start': return this.start(params);
       case 'instance/turn': return this.turn(params);
+      case 'approval/answer': return this.answer(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: Gemini CLI has no equivalent this adapter can drive honestly (see README.md)`);
@@ -122,18 +127,30 @@ export class Adapter {
     if (config.strict_mode) throw unsupported('strict_mode: Gemini CLI has no sandbox policy by which to refuse an unsandboxed subagent');
     if (config.auto_approve) throw unsupported('auto_approve: Gemini CLI has no persistence-gated automatic approval');
     for (const [name, role] of Object.entries(config.roles || {})) {
-      if (role && (role.tools || (role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
-        throw unsupported(`role ${name}: only a role's sandbox becomes a Gemini CLI agent definition`);
+      if (role && ((role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external) || role.approval_policy)) {
+        throw unsupported(`role ${name}: only a role's sandbox and tools become a Gemini CLI agent definition`);
+      }
+    }
+    if (this.mcpServers.length) await this.refreshCatalogue();
+    for (const [name, role] of Object.entries(config.roles || {})) {
+      // An empty `tools:` list would not be this role's default: Gemini CLI
+      // would give the agent its own default tools instead.
+      if (role && Array.isArray(role.tools) && !role.tools.some((t) => this.catalogue.has(t))) {
+        throw unsupported(`role ${name}: none of its tools (${role.tools.join(', ')}) is served by the harness's MCP servers, and an agent definition cannot list none`);
       }
     }
     this.state.configuration = config;
     this.saveState();
     this.writeAgents();
-    if (this.mcpServers.length) await this.refreshCatalogue();
     return { outcome: 'ok' };
   }
 
-  /** Each role is a custom agent (`~/.gemini/agents/ROLE.md` in the isolated home): a read-only role lists only the reading tools. */
+  /**
+   * Each role is a custom agent (`~/.gemini/agents/ROLE.md` in the isolated
+   * home): a role whose default names tools lists Gemini CLI's names of
+   * those it serves; a read-only role lists only the reading tools (and, of
+   * its named tools, those a read-only sandbox does not refuse).
+   */
   writeAgents() {
     const configured = this.state.configuration.roles || {};
     const dir = join(this.paths.gemini, 'agents');
@@ -141,7 +158,12 @@ export class Adapter {
     for (const name of new Set([...DEFAULT_ROLES, ...Object.keys(configured)])) {
       const role = configured[name] || {};
       const lines = ['---', `name: ${name}`, `description: The delegation-harness role ${name}`, 'kind: local'];
-      if (role.sandbox === 'read-only') lines.push('tools:', ...READING_TOOLS.map((t) => `  - ${t}`));
+      const readOnly = role.sandbox === 'read-only';
+      const named = Array.isArray(role.tools)
+        ? role.tools.map((t) => this.catalogue.get(t)).filter((t) => t && !(readOnly && READ_ONLY_REFUSED.includes(t.class))).map((t) => t.gemini)
+        : null;
+      const tools = named ?? (readOnly ? READING_TOOLS : null);
+      if (tools) lines.push('tools:', ...tools.map((t) => `  - ${t}`));
       lines.push('---', `You are the ${name} subagent. Do the task you are given.`, '');
       writeFileSync(join(dir, `${name}.md`), lines.join('\n'));
     }
@@ -191,15 +213,25 @@ export class Adapter {
     // session exists in Gemini CLI's store only after its first prompt, which
     // is a model request, so the start itself runs nothing.
     const id = randomUUID();
-    this.state.instances[id] = { role, model: MODEL_ID, ceiling, sealed: sealed.map((t) => t.name), cwd };
+    // A root with a sealed tool a person must allow runs its turns in ACP
+    // mode, where Gemini CLI asks its client; every other root runs
+    // `gemini -p`, which asks no one.
+    const asksPerson = sealed.some((t) => eligibility(t.class, ceiling) === 'ask');
+    this.state.instances[id] = { role, model: MODEL_ID, ceiling, sealed: sealed.map((t) => t.name), cwd, ...(asksPerson ? { acp: true } : {}) };
     this.saveState();
     return { outcome: 'ok', instance: id, effective: ceiling, inferred: ['effective'] };
   }
 
-  /** The policy file carrying a root's ceiling: invoke_agent and tools it may not hold denied, sealed MCP tools allowed. Answers `{file, denied, wouldAsk}`. */
+  /**
+   * The policy file carrying a root's ceiling: invoke_agent and the tools it
+   * may not hold denied, each sealed MCP tool by its eligibility (allowed,
+   * denied, or left to Gemini CLI's default, which asks). Answers
+   * `{file, denied, readOnlyDenied, wouldAsk}`.
+   */
   writePolicy(id, root) {
     const rules = [];
     const denied = new Set();
+    const readOnlyDenied = new Set();
     const wouldAsk = new Set();
     const rule = (toolName, decision, priority) => {
       if (decision === 'deny') denied.add(toolName);
@@ -208,26 +240,27 @@ export class Adapter {
     if (root.ceiling.delegation_depth === 0) rule('invoke_agent', 'deny', 900);
     if (root.ceiling.sandbox === 'read-only') for (const t of WRITING_TOOLS) rule(t, 'deny', 900);
     const sealed = new Set(root.sealed || []);
-    // A sealed tool runs unasked under `never` (nobody to ask), and under
-    // `on-request` when it only reads; every other sealed tool is left to
-    // Gemini CLI's default, which asks. A tool served but not sealed is denied.
-    const policy = root.ceiling.approval_policy;
     // A tool Gemini CLI leaves out is called under the harness's name (the
     // endpoint has no Gemini CLI name to use): both names are recorded.
     for (const entry of this.catalogue.values()) {
-      if (!sealed.has(entry.name)) {
-        rule(entry.gemini, 'deny', 900);
-        denied.add(entry.name);
-      } else if (policy === 'never' || (policy === 'on-request' && entry.class === 'read')) {
+      const decision = sealed.has(entry.name) ? eligibility(entry.class, root.ceiling) : 'policy_denied';
+      if (decision === 'runs') {
         rule(entry.gemini, 'allow', 900);
-      } else {
+      } else if (decision === 'ask') {
         wouldAsk.add(entry.gemini);
         wouldAsk.add(entry.name);
+      } else {
+        rule(entry.gemini, 'deny', 900);
+        denied.add(entry.name);
+        if (decision === 'read_only_context') {
+          readOnlyDenied.add(entry.gemini);
+          readOnlyDenied.add(entry.name);
+        }
       }
     }
     const file = join(this.paths.policies, `${id}.toml`);
     writeAtomic(file, rules.join('\n') || '# no rules: Gemini CLI\'s defaults\n');
-    return { file, denied, wouldAsk };
+    return { file, denied, readOnlyDenied, wouldAsk };
   }
 
   async turn(params) {
@@ -238,16 +271,21 @@ export class Adapter {
       if (this.childOf(id)) throw unsupported('a turn on a subagent: Gemini CLI runs a subagent only within its parent\'s invoke_agent call');
       return denied('instance_unknown', `no instance ${id}`, ['reason']);
     }
+    if (this.live.has(id)) return denied('policy_denied', `instance ${id} is waiting for a person's answer to Gemini CLI's permission request`, ['reason']);
     const sessions = readStore(this.paths.gemini);
     const policy = this.writePolicy(id, instance);
-    const args = [
-      '-m', GEMINI_MODEL, '-o', 'stream-json',
-      sessions.has(id) ? '--resume' : '--session-id', id,
-      '--policy', policy.file,
-      '--approval-mode', instance.ceiling.sandbox === 'full-access' ? 'yolo' : 'default',
-      `--prompt=${input}`,
+    const common = [
+      '-m', GEMINI_MODEL, '--policy', policy.file,
+      // yolo would run what a person must allow: only a root that asks no one gets it.
+      '--approval-mode', instance.ceiling.sandbox === 'full-access' && !instance.acp ? 'yolo' : 'default',
     ];
     const env = { ...this.geminiEnv, GEMINI_CLI_CUSTOM_HEADERS: `x-delegation-instance:${id}` };
+    if (instance.acp) return this.acpTurn(id, instance, input, common, env, policy);
+    const args = [
+      ...common, '-o', 'stream-json',
+      sessions.has(id) ? '--resume' : '--session-id', id,
+      `--prompt=${input}`,
+    ];
     const run = await runGemini({
       bin: this.bin, args, env, cwd: this.hostPath(instance.cwd), timeoutMs: this.turnTimeoutMs,
       onSpawn: (child) => this.running.add(child),
@@ -264,10 +302,11 @@ export class Adapter {
     const report = turnReport(run.events, {
       subagents: session ? session.subagents : [],
       nameBack: (name) => this.nameBack(name),
-      childEffective: () => this.childCeiling(instance.ceiling),
+      childEffective: (child) => this.childCeiling(instance.ceiling, child.agentName),
       stderr: run.stderr,
       policyDenied: policy.denied,
       wouldAsk: policy.wouldAsk,
+      readOnlyDenied: policy.readOnlyDenied,
     });
     if (report.asks && instance.ceiling.approval_policy !== 'never') {
       throw unsupported(`Gemini CLI would ask a person before ${report.turn.tool} (${report.detail}); a headless \`gemini -p\` run cannot ask, so approval policy ${instance.ceiling.approval_policy} is not expressed for this call`);
@@ -280,6 +319,122 @@ export class Adapter {
     };
   }
 
+  /**
+   * A turn of a root that may ask a person: `gemini --acp`, a new session at
+   * the first turn (Gemini CLI chooses its id, recorded beside the instance)
+   * and Gemini CLI's stored session later.
+   */
+  async acpTurn(id, instance, input, args, env, policy) {
+    const run = new AcpRun({ bin: this.bin, args, env, cwd: this.hostPath(instance.cwd), onSpawn: (child) => this.running.add(child) });
+    try {
+      const session = await run.start(instance.session || null, input);
+      if (!instance.session) {
+        instance.session = session;
+        this.saveState();
+      }
+    } catch (e) {
+      run.stop();
+      throw new RpcError(CODES.HOST_FAILURE, `gemini --acp could not open the session: ${e.message}`);
+    }
+    return this.settle(id, run, policy);
+  }
+
+  /** Waits for root `id`'s ACP run to end or to ask a person, and reports either; `answered` is the approval a person just answered. */
+  async settle(id, run, policy, answered) {
+    const settled = await run.settle(this.turnTimeoutMs);
+    if (settled.timedOut) {
+      this.live.delete(id);
+      throw new RpcError(CODES.HOST_FAILURE, `gemini --acp did not finish the turn within ${this.turnTimeoutMs} ms; killed. stderr: ${run.stderr.slice(-500)}`);
+    }
+    if (settled.pending) {
+      this.live.set(id, { run, policy });
+      const approval = this.recordApproval(id, settled.pending.params);
+      const toolCall = { tool: approval.tool, outcome: 'pending_approval', approval: approval.id };
+      if (answered) return { outcome: 'ok', instance: id, tool_call: toolCall };
+      return { outcome: 'ok', instance: id, turn: { reply: 'tool_call', tool: approval.tool }, tool_call: toolCall };
+    }
+    this.live.delete(id);
+    await run.finish();
+    for (const child of this.running) if (child.exitCode !== null || child.signalCode !== null) this.running.delete(child);
+    const instance = this.state.instances[id];
+    const stored = readStore(this.paths.gemini).get(instance.session);
+    const report = acpTurnReport(run.updates, {
+      done: settled.done,
+      answered,
+      messages: stored ? stored.messages : [],
+      subagents: stored ? stored.subagents : [],
+      nameBack: (name) => this.nameBack(name),
+      childEffective: (child) => this.childCeiling(instance.ceiling, child.agentName),
+      policyDenied: policy.denied,
+      readOnlyDenied: policy.readOnlyDenied,
+      stderr: run.stderr,
+    });
+    if (answered) {
+      const toolCall = { ...report.tool_call, approval: answered.id };
+      return {
+        outcome: toolCall.outcome === 'denied' ? 'denied' : 'ok', instance: id, tool_call: toolCall,
+        ...(toolCall.outcome === 'denied' ? { reason: toolCall.reason } : {}),
+        ...(report.detail ? { detail: report.detail } : {}),
+        ...(report.inferred.length ? { inferred: report.inferred } : {}),
+      };
+    }
+    return {
+      outcome: 'ok', instance: id, turn: report.turn,
+      ...(report.tool_call ? { tool_call: report.tool_call } : {}),
+      ...(report.detail ? { detail: report.detail } : {}),
+      ...(report.inferred.length ? { inferred: report.inferred } : {}),
+    };
+  }
+
+  /**
+   * A pending approval for Gemini CLI's `session/request_permission`. Gemini
+   * CLI keeps no approval records: the id, state and decision are the
+   * adapter's bookkeeping (reported inferred); the call is Gemini CLI's
+   * (its id, and the tool's name as its title shows it).
+   */
+  recordApproval(root, params) {
+    const call = params.toolCall || {};
+    const tool = this.nameBack(toolOfTitle(call.title));
+    const entry = this.catalogue.get(tool);
+    const approval = {
+      id: `a-${this.state.approvals.length + 1}`, instance: root, root, class: entry ? entry.class : 'generic', tool,
+      tool_digest: entry ? entry.digest : 'sha256:unknown', arguments_digest: digestOf(argumentsOf(call)),
+      state: 'pending', tool_call_id: call.toolCallId,
+    };
+    this.state.approvals.push(approval);
+    this.saveState();
+    return approval;
+  }
+
+  /** A person's answer: allow or deny (this one call) Gemini CLI's pending permission request. */
+  async answer(params) {
+    const requestId = needString(params, 'request');
+    const decision = needString(params, 'decision');
+    const approval = this.state.approvals.find((a) => a.id === requestId);
+    if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
+    // Gemini CLI's request was answered once and is gone: whatever the
+    // decision, nothing is sent and nothing runs again.
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
+    if (!['allow', 'deny'].includes(decision)) {
+      throw unsupported(`decision ${decision}: Gemini CLI's permission options are allow or reject this call, or allow always (for the session, the server or the tool: wider than one exact call)`);
+    }
+    const live = this.live.get(approval.root);
+    if (!live || !live.run.pending || live.run.pending.params.toolCall?.toolCallId !== approval.tool_call_id) {
+      // Gemini CLI keeps a permission request in its process only: after a
+      // restart there is nothing to answer, and nothing is sent.
+      return denied('policy_denied', `Gemini CLI's permission request behind ${requestId} ended with its \`gemini --acp\` process (a restart); it stays pending in the adapter's records`, ['reason']);
+    }
+    if (!live.run.answer(decision === 'allow')) {
+      throw new RpcError(CODES.HOST_FAILURE, `Gemini CLI offered no ${decision === 'allow' ? 'allow_once' : 'reject_once'} option for ${requestId}`);
+    }
+    // A person's deny is decided and never dispatched; an allow goes out to Gemini CLI.
+    approval.state = decision === 'allow' ? 'dispatched' : 'decided';
+    approval.decision = decision;
+    approval.decided_by = 'person';
+    this.saveState();
+    return this.settle(approval.root, live.run, live.policy, approval);
+  }
+
   /** The subagent with instance id `id` (the model's invoke_agent call id) in Gemini CLI's store, with its root. */
   childOf(id) {
     for (const [root, session] of readStore(this.paths.gemini)) {
@@ -289,9 +444,15 @@ export class Adapter {
     return null;
   }
 
-  /** A subagent's ceiling as the adapter configured it: its parent's, with no delegation (Gemini CLI gives subagents no invoke_agent). */
-  childCeiling(parent) {
-    return { ...parent, delegation_depth: 0 };
+  /** A subagent's ceiling as the adapter configured it: its parent's with no delegation (Gemini CLI gives subagents no invoke_agent), narrowed by its role's agent definition. */
+  childCeiling(parent, roleName) {
+    const role = (this.state.configuration.roles || {})[roleName] || {};
+    const ceiling = { ...parent, delegation_depth: 0 };
+    if (role.sandbox === 'read-only') ceiling.sandbox = 'read-only';
+    if (Array.isArray(role.tools)) {
+      ceiling.tools = Object.fromEntries(Object.entries(parent.tools || {}).filter(([name]) => role.tools.includes(name)));
+    }
+    return ceiling;
   }
 
   /** The harness's name for a tool Gemini CLI called by its own (`mcp_harness_notes.read`). */
@@ -304,11 +465,13 @@ export class Adapter {
     const sessions = readStore(this.paths.gemini);
     const instances = [];
     for (const [id, known] of Object.entries(this.state.instances)) {
-      const session = sessions.get(id);
-      // A root is in Gemini CLI's store from its first turn on; `gemini -p`
-      // runs a turn to its end before the adapter answers, so a stored
-      // session is idle: completed once the model answered in it.
-      const state = session ? (session.answered ? 'completed' : 'running') : 'running';
+      // An ACP root's session has the id Gemini CLI chose for it.
+      const session = sessions.get(known.session || id);
+      // A root is in Gemini CLI's store from its first turn on; a turn runs
+      // to its end before the adapter answers, so a stored session is idle:
+      // completed once the model answered in it. One whose `gemini --acp`
+      // waits for a person's answer is running.
+      const state = this.live.has(id) ? 'running' : session ? (session.answered ? 'completed' : 'running') : 'running';
       instances.push({
         id, state, role: known.role, model: known.model || MODEL_ID, ceiling: known.ceiling,
         inferred: session ? ['ceiling'] : ['ceiling', 'state'],
@@ -317,16 +480,30 @@ export class Adapter {
         instances.push({
           id: child.callId, parent: id, role: child.agentName || 'unknown', model: known.model || MODEL_ID,
           state: child.status === 'success' && child.state === 'completed' ? 'completed' : 'failed',
-          ceiling: this.childCeiling(known.ceiling),
+          ceiling: this.childCeiling(known.ceiling, child.agentName),
           inferred: ['ceiling'],
         });
       }
     }
-    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals: [] } };
+    const approvals = this.state.approvals.map((a) => ({
+      id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
+      arguments_digest: a.arguments_digest, state: a.state,
+      ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
+    }));
+    return {
+      outcome: 'ok',
+      observed: {
+        now: 0, auto_approve: false, instances, approvals,
+        // Gemini CLI keeps no approval records: they are the adapter's bookkeeping.
+        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+      },
+    };
   }
 
   /** Ends every running `gemini` (stdin closed or SIGTERM: the harness is restarting us). */
   shutdown() {
+    for (const { run } of this.live.values()) run.stop();
+    this.live.clear();
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();
     for (const relay of this.relays) relay.close();

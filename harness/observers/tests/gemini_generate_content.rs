@@ -334,7 +334,7 @@ async fn a_json_schema_request_is_auxiliary_and_answered_with_a_value_of_its_sch
 }
 
 #[tokio::test]
-async fn mcp_tool_calls_go_out_under_gemini_clis_name_only_when_the_scripted_name_is_not_offered() {
+async fn mcp_tool_calls_go_out_under_gemini_clis_name_whenever_it_is_offered() {
     let call = |tool: &str| ModelReply::ToolCall {
         tool: tool.to_string(),
         arguments: json!({ "path": "a" }),
@@ -362,9 +362,18 @@ async fn mcp_tool_calls_go_out_under_gemini_clis_name_only_when_the_scripted_nam
     );
     assert_eq!(
         name_for("READ", &["notes.read", "mcp_harness_notes.read"]).await,
-        "notes.read"
+        "mcp_harness_notes.read"
     );
-    assert_eq!(name_for("PLAIN", MAIN_TOOLS).await, "read_file");
+    assert_eq!(
+        name_for("PLAIN", &["read_file", "mcp_harness_read_file"]).await,
+        "mcp_harness_read_file",
+        "the harness's tool, not the Gemini CLI built-in of the same name"
+    );
+    assert_eq!(
+        name_for("PLAIN", MAIN_TOOLS).await,
+        "read_file",
+        "control: no MCP tool of that name, so the built-in"
+    );
     assert_eq!(
         name_for("MISSING", &["mcp_harness_notes.read"]).await,
         "notes.write",

@@ -236,7 +236,7 @@ export function readStore(geminiDir) {
           });
         }
       }
-      sessions.set(session.header.sessionId, { path: join(chats, file), answered, subagents });
+      sessions.set(session.header.sessionId, { path: join(chats, file), answered, subagents, messages: session.messages });
     }
   }
   return sessions;

@@ -7,7 +7,8 @@ import { mkdtempSync, readFileSync, readdirSync, existsSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { turnReport } from '../lib/mapping.mjs';
+import { turnReport, acpTurnReport, eligibility, toolOfTitle, argumentsOf } from '../lib/mapping.mjs';
+import { optionFor } from '../lib/acp.mjs';
 import { geminiToolName } from '../lib/mcp.mjs';
 import { keepEvent, startRelay } from '../lib/mcp-relay.mjs';
 import http from 'node:http';
@@ -287,4 +288,100 @@ test('the MCP relay passes requests and answers unchanged, without SSE events th
   assert.equal(keepEvent('id: 0\ndata:'), false);
   assert.equal(keepEvent(': keep-alive'), true, 'comments pass');
   assert.equal(keepEvent('data: {}'), true);
+});
+
+/** A streamable-HTTP MCP server answering with JSON: `initialize` and `tools/list` of `tools`. */
+async function toolServer(tools) {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      const message = body ? JSON.parse(body) : {};
+      if (message.id === undefined) { res.writeHead(202); res.end(); return; }
+      const result = message.method === 'tools/list' ? { tools } : { protocolVersion: '2025-03-26', capabilities: { tools: {} }, serverInfo: { name: 'test', version: '1' } };
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: message.id, result }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${server.address().port}/mcp`, close: () => server.close() };
+}
+
+const tool = (name, cls) => ({ name, description: name, inputSchema: { type: 'object', properties: {} }, annotations: { 'x-delegation-class': cls } });
+
+test('eligibility: the protocol\'s table, which the policy file carries', () => {
+  const ws = { 'workspace-write': { writable_roots: ['/w'], network: false } };
+  assert.equal(eligibility('read', { sandbox: 'read-only', approval_policy: 'never' }), 'runs');
+  assert.equal(eligibility('mcp', { sandbox: ws, approval_policy: 'never' }), 'policy_denied');
+  assert.equal(eligibility('mcp', { sandbox: ws, approval_policy: 'on-request' }), 'ask');
+  assert.equal(eligibility('mcp', { sandbox: 'read-only', approval_policy: 'on-request' }), 'ask');
+  assert.equal(eligibility('shell', { sandbox: 'read-only', approval_policy: 'on-request' }), 'read_only_context');
+  assert.equal(eligibility('file-write', { sandbox: ws, approval_policy: 'on-request' }), 'runs');
+  assert.equal(eligibility('file-write', { sandbox: ws, approval_policy: 'untrusted' }), 'ask');
+  assert.equal(eligibility('network', { sandbox: ws, approval_policy: 'on-request' }), 'policy_denied');
+  assert.equal(eligibility('network', { sandbox: 'full-access', approval_policy: 'on-request' }), 'ask');
+  assert.equal(optionFor([{ optionId: 'a', kind: 'allow_always' }, { optionId: 'o', kind: 'allow_once' }, { optionId: 'c', kind: 'reject_once' }], true), 'o');
+  assert.equal(optionFor([{ optionId: 'a', kind: 'allow_always' }], true), null, 'never an answer wider than the call');
+});
+
+test('ACP reports: a completed call runs, a denied one left no update, a failed prompt is model_failed', () => {
+  const ran = acpTurnReport([{ sessionUpdate: 'tool_call', toolCallId: 'c1', title: 'notes.read', status: 'in_progress' }, { sessionUpdate: 'tool_call_update', toolCallId: 'c1', status: 'completed', content: [{ type: 'content', content: { type: 'text', text: 'out' } }] }]);
+  assert.deepEqual(ran.turn, { reply: 'tool_call', tool: 'notes.read' });
+  assert.deepEqual(ran.tool_call, { tool: 'notes.read', outcome: 'executed', result: 'out' });
+  const refused = acpTurnReport([], { answered: { tool_call_id: 'c1', tool: 'notes.read' } });
+  assert.deepEqual(refused.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'policy_denied' });
+  assert.deepEqual(refused.inferred, ['reason']);
+  assert.equal(acpTurnReport([], { done: { error: new Error('503') } }).turn.reply, 'model_failed');
+  assert.equal(toolOfTitle('probe_note (harness MCP Server)'), 'probe_note');
+  assert.equal(toolOfTitle('notes.read'), 'notes.read');
+  assert.deepEqual(argumentsOf({ content: [{ type: 'content', content: { type: 'text', text: '{"text":"x"}' } }] }), { text: 'x' });
+  assert.deepEqual(argumentsOf({ content: [] }), {});
+  assert.deepEqual(acpTurnReport([{ sessionUpdate: 'agent_message_chunk', content: { type: 'text', text: 'hi' } }]).turn, { reply: 'message', text: 'hi' });
+});
+
+test('a call a person must allow goes through ACP: pending, then allowed once (or denied), never answered twice', async () => {
+  const server = await toolServer([tool('ASKS', 'mcp'), tool('read_file', 'read')]);
+  const { store, log } = fresh();
+  const adapter = startAdapter(store, log);
+  try {
+    await adapter.request('initialize', { protocol_version: '1.0', environment: { model_endpoint: 'http://127.0.0.1:9', mcp_servers: [{ name: 'harness', url: server.url }], store_dir: store, clock: 'harness' } });
+    const start = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request', tools: ['ASKS', 'read_file'] })).result;
+    const asked = (await adapter.request('instance/turn', { instance: start.instance, input: 'CALL:ASKS' })).result;
+    assert.deepEqual(asked.tool_call, { tool: 'ASKS', outcome: 'pending_approval', approval: 'a-1' });
+    assert.ok(invocations(log).some((i) => i.acp && i.argv.includes('--policy')), 'gemini --acp ran with the policy file');
+    const busy = (await adapter.request('instance/turn', { instance: start.instance, input: 'CALL:read_file' })).result;
+    assert.equal(busy.outcome, 'denied', 'a root waiting for a person takes no other turn');
+    const allowed = (await adapter.request('approval/answer', { request: 'a-1', decision: 'allow' })).result;
+    assert.deepEqual(allowed.tool_call, { tool: 'ASKS', outcome: 'executed', result: 'tool output', approval: 'a-1' });
+    const again = (await adapter.request('approval/answer', { request: 'a-1', decision: 'deny' })).result;
+    assert.equal(again.reason, 'event_replayed');
+    await adapter.request('instance/turn', { instance: start.instance, input: 'CALL:ASKS' });
+    const refused = (await adapter.request('approval/answer', { request: 'a-2', decision: 'deny' })).result;
+    assert.equal(refused.outcome, 'denied');
+    assert.equal(refused.tool_call.reason, 'policy_denied');
+    const observed = (await adapter.request('state/observe', {})).result.observed;
+    assert.deepEqual(observed.approvals.map((a) => [a.id, a.state, a.decision]), [['a-1', 'dispatched', 'allow'], ['a-2', 'decided', 'deny']]);
+    assert.deepEqual(observed.inferred, ['approvals']);
+    assert.equal(observed.instances[0].state, 'completed', 'the session Gemini CLI chose is the instance\'s');
+  } finally {
+    await adapter.close();
+    server.close();
+  }
+});
+
+test('a role whose default names tools is an agent definition listing Gemini CLI\'s names of them; unserved tools are refused', async () => {
+  const server = await toolServer([tool('read_notes', 'read'), tool('write_notes', 'file-write')]);
+  const { store, log } = fresh();
+  const adapter = startAdapter(store, log);
+  try {
+    await adapter.request('initialize', { protocol_version: '1.0', environment: { model_endpoint: 'http://127.0.0.1:9', mcp_servers: [{ name: 'harness', url: server.url }], store_dir: store, clock: 'harness' } });
+    assert.equal((await adapter.request('host/configure', { roles: { scout: { tools: ['read_notes'] } } })).result.outcome, 'ok');
+    const agent = readFileSync(join(store, 'gemini-cli', 'home', '.gemini', 'agents', 'scout.md'), 'utf8');
+    assert.match(agent, /tools:\n {2}- mcp_harness_read_notes\n---/);
+    const refused = await adapter.request('host/configure', { roles: { ghost: { tools: ['nothing_served'] } } });
+    assert.equal(refused.error.code, -32001);
+  } finally {
+    await adapter.close();
+    server.close();
+  }
 });

@@ -30,6 +30,9 @@ if (argv.includes('--version')) {
   process.stdout.write('0.61.0\n');
   process.exit(0);
 }
+if (argv.includes('--acp')) {
+  await import('./fake-gemini-acp.mjs');
+} else {
 const promptArg = argv.find((a) => a.startsWith('--prompt='));
 if (!promptArg || !(argv.includes('--session-id') || argv.includes('--resume'))) {
   // Not run by the adapter (e.g. picked up as a test file): touch nothing.
@@ -102,4 +105,5 @@ if (prompt.includes('HANG')) {
   emit({ type: 'message', role: 'assistant', content: 'ok', delta: true });
   record({ type: 'gemini', content: 'ok' });
   emit({ type: 'result', status: 'success', stats: {} });
+}
 }

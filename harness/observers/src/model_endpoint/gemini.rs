@@ -215,14 +215,12 @@ pub(super) fn spawned_instance(task: &str, records: &[RecordedModelRequest]) -> 
     }
 }
 
-/// The name a scripted tool call goes out under: the scripted name when the
-/// request offers it, else the one offered Gemini CLI name of it on one of
-/// the configured MCP servers; with none or several, as scripted, so the
-/// host's refusal of an unknown tool shows.
+/// The name a scripted tool call goes out under: the one offered Gemini CLI
+/// name of it on one of the configured MCP servers, else the scripted name
+/// (offered or not, so the host's refusal of an unknown tool shows). The
+/// MCP name comes first: a harness tool may share its name with a Gemini
+/// CLI built-in (`read_file`, `write_file`), and the scenario means its own.
 fn offered_name(tool: &str, context: &RenderContext) -> String {
-    if context.offered_tools.contains_key(tool) {
-        return tool.to_string();
-    }
     let names: std::collections::BTreeSet<String> = context
         .config
         .mcp_server_names
