@@ -26,6 +26,8 @@ const DEFAULT_ROLES = ['worker'];
 const WRITING_KINDS = ['shell', 'write'];
 /** The built-in tools a read-only custom agent keeps (its `tools:` list): reading, searching and delegating. */
 const READ_ONLY_AGENT_TOOLS = ['view', 'grep', 'glob', 'task', 'read_agent', 'list_agents'];
+/** The MCP tool classes a read-only sandbox refuses (the protocol's eligibility table: read_only_context). */
+const READ_ONLY_REFUSED = ['file-write', 'shell', 'generic'];
 
 const denied = (reason, detail, inferred) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}), ...(inferred ? { inferred } : {}) });
 const needString = (params, key) => {
@@ -33,6 +35,25 @@ const needString = (params, key) => {
   return params[key];
 };
 const unsupported = (message) => new RpcError(CODES.UNSUPPORTED_OPTION, message);
+
+/**
+ * The protocol's eligibility of a sealed MCP tool of class `toolClass` under
+ * `ceiling`: `runs` (no one is asked), `ask`, or the reason it is refused.
+ * The adapter turns `runs` into a Copilot allow rule and a refusal into a
+ * deny rule, so that Copilot itself lets the call through or refuses it.
+ */
+export function eligibility(toolClass, ceiling) {
+  if (toolClass === 'read') return 'runs';
+  const sandbox = ceiling.sandbox;
+  if (sandbox === 'read-only' && READ_ONLY_REFUSED.includes(toolClass)) return 'read_only_context';
+  if (toolClass === 'network') {
+    const network = sandbox === 'full-access' || Boolean(sandbox && sandbox['workspace-write'] && sandbox['workspace-write'].network);
+    if (!network) return 'policy_denied';
+  }
+  if (ceiling.approval_policy === 'never') return 'policy_denied';
+  if (toolClass === 'file-write' && ceiling.approval_policy === 'on-request') return 'runs';
+  return 'ask';
+}
 
 export class Adapter {
   constructor({ env = process.env, notify = () => {} } = {}) {
@@ -226,16 +247,28 @@ export class Adapter {
       if (this.depthZero === 'deny') deny.push(TASK_TOOL);
       else exclude.push(TASK_TOOL);
     }
+    // Copilot's own nesting limit (`subagents.maxDepth` in its settings, read
+    // at start): a subagent at that depth is answered "Maximum sub-agent
+    // depth of N reached" when it calls `task`. One home serves every root of
+    // the store, so it is written before each run for the root that runs.
+    const settings = ceiling.delegation_depth > 0 ? { subagents: { maxDepth: ceiling.delegation_depth } } : {};
+    writeAtomic(join(this.copilotEnv.COPILOT_HOME, 'settings.json'), JSON.stringify(settings, null, 2) + '\n');
     if (this.mcpServers.length) {
       const config = { mcpServers: Object.fromEntries(this.mcpServers.map((s) => [s.name, { type: 'http', url: s.url, tools: ['*'] }])) };
       const file = join(this.paths.root, 'mcp-config.json');
       writeAtomic(file, JSON.stringify(config, null, 2) + '\n');
       args.push('--additional-mcp-config', `@${file}`);
-      // A tool served but not sealed is not offered.
+      // A tool served but not sealed is not offered. A sealed tool gets an
+      // allow rule where the protocol's eligibility table runs it unasked and
+      // a deny rule where the table refuses it (Copilot then refuses the call
+      // itself: "denied due to the following rules"); every other sealed tool
+      // asks.
       const sealed = new Set(root.sealed || []);
       for (const entry of this.catalogue.values()) {
-        if (!sealed.has(entry.name)) exclude.push(entry.copilot);
-        else if (ceiling.approval_policy === 'on-request' && entry.class === 'read') allow.push(`${entry.server}(${entry.name})`);
+        if (!sealed.has(entry.name)) { exclude.push(entry.copilot); continue; }
+        const verdict = eligibility(entry.class, ceiling);
+        if (verdict === 'runs') allow.push(`${entry.server}(${entry.name})`);
+        else if (verdict !== 'ask') deny.push(`${entry.server}(${entry.name})`);
       }
     }
     for (const rule of allow) args.push(`--allow-tool=${rule}`);
@@ -270,6 +303,12 @@ export class Adapter {
       nameBack: (name) => this.nameBack(name),
       childEffective: (child) => (this.state.instances[child] || {}).ceiling,
       taskRemoved: instance.ceiling.delegation_depth === 0 && this.depthZero === 'exclude',
+      // The reason behind a deny rule the adapter set for a sealed MCP tool: Copilot names only the rule.
+      denyRuleReason: (name) => {
+        const entry = [...this.catalogue.values()].find((t) => t.copilot === name || t.name === name);
+        const verdict = entry ? eligibility(entry.class, instance.ceiling) : 'runs';
+        return verdict === 'runs' || verdict === 'ask' ? null : verdict;
+      },
     });
     return {
       outcome: 'ok', instance: id, turn: report.turn,

@@ -15,6 +15,8 @@ const REFUSALS = [
   // tool its server stopped serving): Copilot's "Tool 'X' does not exist.",
   // under its own name (an expectations file maps it, e.g. onto tool_drift).
   { pattern: /^Tool '.*' does not exist/i, reason: 'no_such_tool' },
+  // Copilot's own nesting limit (`subagents.maxDepth`) refused a `task` call.
+  { pattern: /Maximum sub-agent depth of \d+ reached/i, reason: 'policy_denied' },
 ];
 
 /** Copilot's words when it would have asked a person and `-p` had no one to ask. */
@@ -109,7 +111,7 @@ export function childrenOf(digest, rootId) {
  * `taskRemoved` says the adapter excluded `task` (delegation depth 0), which
  * makes Copilot's "does not exist" a policy refusal by the adapter's reading.
  */
-export function turnReport(digest, { nameBack = (n) => n, childEffective = () => undefined, taskRemoved = false } = {}) {
+export function turnReport(digest, { nameBack = (n) => n, childEffective = () => undefined, taskRemoved = false, denyRuleReason = () => null } = {}) {
   const first = digest.mainCalls[0];
   if (!first) {
     const failed = !digest.result || (digest.result.exitCode ?? 0) !== 0 || (digest.lastError && !digest.lastText);
@@ -142,7 +144,13 @@ export function turnReport(digest, { nameBack = (n) => n, childEffective = () =>
     };
   }
   const tool = nameBack(first.name);
-  const refusal = refusalOf(digest, first.toolCallId, first.name);
+  let refusal = refusalOf(digest, first.toolCallId, first.name);
+  const ruleReason = refusal && refusal.reason === 'policy_denied' && !refusal.inferred ? denyRuleReason(first.name) : null;
+  if (ruleReason && ruleReason !== 'policy_denied') {
+    // Copilot's words name the deny rule; why the adapter set that rule (a
+    // read-only sandbox) is the adapter's reading.
+    refusal = { ...refusal, reason: ruleReason, inferred: true };
+  }
   const result = digest.results.get(first.toolCallId);
   const toolCall = refusal
     ? { tool, outcome: 'denied', reason: refusal.reason }

@@ -9,6 +9,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestEvents, turnReport, childrenOf } from '../lib/mapping.mjs';
 import { copilotToolName } from '../lib/mcp.mjs';
+import { eligibility } from '../adapter.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // Every store and fake-copilot log a test makes, removed when the tests end.
@@ -113,6 +114,8 @@ test('a root is a Copilot session under the instance id; an allowed spawn is its
   assert.equal(arg(run, '--session-id'), started.instance);
   assert.equal(arg(run, '--prompt'), 'go SPAWN:worker');
   assert.equal(arg(run, '--excluded-tools'), undefined, 'depth 1 keeps the task tool');
+  const settings = JSON.parse(readFileSync(join(store, 'copilot', 'home', '.copilot', 'settings.json'), 'utf8'));
+  assert.deepEqual(settings, { subagents: { maxDepth: 1 } }, 'the depth is Copilot\'s own nesting limit');
   assert.ok(run.argv.includes('--allow-all-tools'));
   observed = (await adapter.request('state/observe')).result.observed;
   const byId = Object.fromEntries(observed.instances.map((i) => [i.id, i]));
@@ -264,4 +267,34 @@ test('on-request: writes run unasked, anything else Copilot asks about is refuse
   assert.equal(shell.error.code, -32001);
   assert.match(shell.error.message, /no one to ask/);
   await adapter.close();
+});
+
+test('a sealed MCP tool gets an allow rule where the eligibility table runs it, a deny rule where it refuses it, nothing where it asks', () => {
+  const ww = { 'workspace-write': { writable_roots: ['/w/repo'], network: false } };
+  assert.equal(eligibility('read', { sandbox: 'read-only', approval_policy: 'never' }), 'runs');
+  assert.equal(eligibility('file-write', { sandbox: ww, approval_policy: 'on-request' }), 'runs');
+  assert.equal(eligibility('file-write', { sandbox: ww, approval_policy: 'untrusted' }), 'ask');
+  assert.equal(eligibility('file-write', { sandbox: 'read-only', approval_policy: 'on-request' }), 'read_only_context');
+  assert.equal(eligibility('shell', { sandbox: 'read-only', approval_policy: 'untrusted' }), 'read_only_context');
+  assert.equal(eligibility('generic', { sandbox: ww, approval_policy: 'on-request' }), 'ask');
+  assert.equal(eligibility('mcp', { sandbox: 'full-access', approval_policy: 'never' }), 'policy_denied');
+  assert.equal(eligibility('mcp', { sandbox: 'read-only', approval_policy: 'on-request' }), 'ask');
+  assert.equal(eligibility('network', { sandbox: ww, approval_policy: 'on-request' }), 'policy_denied');
+  assert.equal(eligibility('network', { sandbox: 'full-access', approval_policy: 'on-request' }), 'ask');
+});
+
+test('a call Copilot refused by a deny rule the adapter set for a read-only sandbox reports read_only_context, as the adapter\'s reading', () => {
+  const denied = digestEvents([
+    { type: 'assistant.message', data: { content: '', toolRequests: [{ toolCallId: 'c5', name: 'harness-write_file', arguments: {} }] } },
+    { type: 'tool.execution_complete', data: { toolCallId: 'c5', success: false, error: { message: 'denied due to the following rules: `harness(write_file)`', code: 'denied' } } },
+    { type: 'result', exitCode: 0 },
+  ]);
+  const nameBack = (n) => (n === 'harness-write_file' ? 'write_file' : n);
+  const readOnly = turnReport(denied, { nameBack, denyRuleReason: () => 'read_only_context' });
+  assert.deepEqual(readOnly.tool_call, { tool: 'write_file', outcome: 'denied', reason: 'read_only_context' });
+  assert.deepEqual(readOnly.inferred, ['tool_call']);
+  // Control: a deny rule for the policy keeps Copilot's own reason, not inferred.
+  const policy = turnReport(denied, { nameBack, denyRuleReason: () => 'policy_denied' });
+  assert.deepEqual(policy.tool_call, { tool: 'write_file', outcome: 'denied', reason: 'policy_denied' });
+  assert.deepEqual(policy.inferred, []);
 });
