@@ -10,9 +10,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
-import { ensureCopilot, isolatedEnv, storePaths, runCopilot, killGroup, readSessions, readJson, writeAtomic } from './lib/copilot.mjs';
+import { ensureCopilot, isolatedEnv, storePaths, runCopilot, killGroup, readSessions, readSessionEvents, readJson, writeAtomic } from './lib/copilot.mjs';
 import { digestEvents, childrenOf, turnReport, askedNobody, TASK_TOOL } from './lib/mapping.mjs';
-import { toolCatalogue } from './lib/mcp.mjs';
+import { toolCatalogue, digestOf } from './lib/mcp.mjs';
+import { AcpProcess } from './lib/acp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 const MODEL_ID = 'reference-model';
@@ -55,6 +56,14 @@ export function eligibility(toolClass, ceiling) {
   return 'ask';
 }
 
+/** Whether a root's policy can ask a person for anything: such a root runs as Copilot's ACP server. */
+export const asksPerson = (ceiling) => ceiling.approval_policy !== 'never';
+
+const withTimeout = (promise, ms, what) => Promise.race([
+  promise,
+  new Promise((_, reject) => setTimeout(() => reject(new Error(`${what} not answered within ${ms} ms`)), ms)),
+]);
+
 export class Adapter {
   constructor({ env = process.env, notify = () => {} } = {}) {
     this.env = env;
@@ -68,6 +77,8 @@ export class Adapter {
     this.depthZero = env.COPILOT_ADAPTER_DEPTH0 === 'deny' ? 'deny' : 'exclude';
     this.initialized = false;
     this.running = new Set();
+    // Root instance id -> its `copilot --acp` process (roots whose policy can ask a person).
+    this.acp = new Map();
     this.mcpServers = [];
     this.catalogue = new Map();
   }
@@ -81,6 +92,7 @@ export class Adapter {
 
   loadState() {
     this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
+    this.state.approvals = this.state.approvals || [];
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -110,6 +122,7 @@ export class Adapter {
       case 'host/configure': return this.configure(params);
       case 'instance/start': return this.start(params);
       case 'instance/turn': return this.turn(params);
+      case 'approval/answer': return this.answer(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: GitHub Copilot CLI has no equivalent this adapter can drive honestly (see README.md)`);
@@ -208,18 +221,43 @@ export class Adapter {
       tools: Object.fromEntries(sealed.map((t) => [t.name, t.digest])),
       cwd, provider: 'harness', delegation_depth: depth,
     };
-    // Copilot takes the session id it is given (--session-id) and names its
-    // session folder after it in every request's system prompt, where the
-    // harness's endpoint reads it: the instance id is that id. The session
-    // itself is created by the first turn.
-    const id = randomUUID();
-    this.state.instances[id] = { role, model: MODEL_ID, ceiling, sealed: sealed.map((t) => t.name), cwd };
+    const instance = { role, model: MODEL_ID, ceiling, sealed: sealed.map((t) => t.name), cwd };
+    let id;
+    if (asksPerson(ceiling)) {
+      // A root whose policy can ask a person runs as Copilot's ACP server,
+      // whose permission requests the adapter relays (approval/answer). ACP
+      // assigns the session id (session/new), and a session without a prompt
+      // cannot be loaded by another process: the process lives from here on,
+      // and the instance id is Copilot's session id.
+      instance.acp = true;
+      const proc = this.startAcp(instance);
+      try {
+        id = await withTimeout(proc.open({ cwd: this.hostPath(cwd) }), this.turnTimeoutMs, 'session/new');
+      } catch (e) {
+        proc.stop();
+        throw new RpcError(CODES.HOST_FAILURE, `copilot --acp made no session: ${e.message}. stderr: ${proc.stderr.slice(-500)}`);
+      }
+      this.acp.set(id, proc);
+    } else {
+      // Copilot takes the session id it is given (--session-id) and names its
+      // session folder after it in every request's system prompt, where the
+      // harness's endpoint reads it: the instance id is that id. The session
+      // itself is created by the first turn.
+      id = randomUUID();
+    }
+    this.state.instances[id] = instance;
     this.saveState();
     return {
       outcome: 'ok', instance: id, effective: ceiling,
       // Copilot holds permission rules and tool filters, not an authority: the ceiling is the adapter's record.
       inferred: ['effective'],
     };
+  }
+
+  /** A `copilot --acp` process for a root, with the root's options. */
+  startAcp(instance) {
+    const args = this.rootOptions(instance).filter((a, i, all) => a !== '--output-format' && all[i - 1] !== '--output-format');
+    return new AcpProcess({ bin: this.bin, args, env: this.copilotEnv, cwd: this.hostPath(instance.cwd), onSpawn: (child) => this.running.add(child) });
   }
 
   /** The `copilot -p` options that carry a root's ceiling: permission rules, tool filters, MCP servers. */
@@ -285,6 +323,7 @@ export class Adapter {
     if (instance.parent) {
       throw unsupported('a turn on a subagent: Copilot continues a subagent only through its parent\'s model (write_agent on a background agent), not from outside');
     }
+    if (instance.acp) return this.acpTurn(id, instance, input);
     const args = [`--prompt=${input}`, ...this.rootOptions(instance), '--session-id', id];
     const run = await this.run(args, instance.cwd);
     if (run.timedOut) {
@@ -299,6 +338,11 @@ export class Adapter {
     if (asked) {
       throw unsupported(`Copilot asked for permission (${asked}); \`copilot -p\` has no one to ask and denied it itself: a person's approval is not reachable through this adapter`);
     }
+    return this.turnReply(id, instance, digest);
+  }
+
+  /** The turn's reply from what Copilot recorded of it. */
+  turnReply(id, instance, digest) {
     const report = turnReport(digest, {
       nameBack: (name) => this.nameBack(name),
       childEffective: (child) => (this.state.instances[child] || {}).ceiling,
@@ -316,6 +360,133 @@ export class Adapter {
       ...(report.detail ? { detail: report.detail } : {}),
       ...(report.inferred.length ? { inferred: report.inferred } : {}),
     };
+  }
+
+  /**
+   * A turn of an ACP root: `session/prompt` on its process (started again
+   * and the session loaded after a restart), answered when the prompt ends
+   * or when Copilot asks the adapter for a person's permission.
+   */
+  async acpTurn(id, instance, input) {
+    if (this.state.approvals.some((a) => a.root === id && a.state === 'pending' && this.acp.has(id))) {
+      return denied('policy_denied', `instance ${id} is waiting for a person's answer to Copilot's permission request`, ['reason']);
+    }
+    let proc = this.acp.get(id);
+    if (!proc || proc.exited) {
+      proc = this.startAcp(instance);
+      try {
+        await withTimeout(proc.open({ cwd: this.hostPath(instance.cwd), sessionId: id }), this.turnTimeoutMs, 'session/load');
+      } catch (e) {
+        proc.stop();
+        throw new RpcError(CODES.HOST_FAILURE, `copilot --acp could not load session ${id}: ${e.message}. stderr: ${proc.stderr.slice(-500)}`);
+      }
+      this.acp.set(id, proc);
+    }
+    proc.turnStart = readSessionEvents(this.paths.home, id).length;
+    proc.prompt(id, input);
+    return this.settleAcp(id, proc);
+  }
+
+  /** Waits for the ACP root's prompt to end or to ask a person, and reports either (`answered`: the approval just answered). */
+  async settleAcp(id, proc, answered) {
+    const settled = await proc.settle(this.turnTimeoutMs);
+    if (settled.timedOut || settled.exited) {
+      proc.stop();
+      this.acp.delete(id);
+      throw new RpcError(CODES.HOST_FAILURE, `copilot --acp ${settled.timedOut ? `did not finish the turn within ${this.turnTimeoutMs} ms; killed` : 'exited during the turn'}. stderr: ${proc.stderr.slice(-500)}`);
+    }
+    const callId = settled.pending && settled.pending.params.toolCall && settled.pending.params.toolCall.toolCallId;
+    // Copilot writes its events file as it goes: wait until it holds what the ACP answer announced.
+    const events = await this.turnEvents(id, proc.turnStart, (digest) => (callId ? digest.toolNames.has(callId) : true));
+    if (settled.done) {
+      // The prompt's answer is Copilot's end of the turn, as `result` is in a `copilot -p` run.
+      events.push({ type: 'result', exitCode: settled.done.error ? 1 : 0 });
+    }
+    const digest = digestEvents(events);
+    this.registerChildren(id, digest);
+    if (settled.pending) {
+      const approval = this.recordApproval(id, settled.pending, digest);
+      const toolCall = { tool: approval.tool, outcome: 'pending_approval', approval: approval.id };
+      if (answered) return { outcome: 'ok', instance: approval.instance, tool_call: toolCall };
+      return { outcome: 'ok', instance: id, turn: { reply: 'tool_call', tool: approval.tool }, tool_call: toolCall };
+    }
+    if (answered) return this.answeredReport(answered, digest);
+    return this.turnReply(id, this.state.instances[id], digest);
+  }
+
+  /** The events of root `id` since the turn began, read again (for at most 2 s) until `ready(digest)` and the file stops growing. */
+  async turnEvents(id, from, ready) {
+    let last = -1;
+    for (let waited = 0; ; waited += 100) {
+      const events = readSessionEvents(this.paths.home, id).slice(from);
+      if ((events.length === last && ready(digestEvents(events))) || waited >= 2000) return events;
+      last = events.length;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /**
+   * A pending approval for Copilot's permission request. Copilot keeps no
+   * approval records: the id, state and decision are the adapter's
+   * bookkeeping (reported inferred); the tool, its arguments and the asking
+   * instance (a subagent's call names its task call) are Copilot's.
+   */
+  recordApproval(root, pending, digest) {
+    const toolCall = pending.params.toolCall || {};
+    const copilotName = digest.toolNames.get(toolCall.toolCallId) || toolCall.title || 'unknown';
+    const tool = this.nameBack(copilotName);
+    const entry = [...this.catalogue.values()].find((t) => t.name === tool);
+    const owner = digest.callOwner.get(toolCall.toolCallId);
+    const approval = {
+      id: `a-${this.state.approvals.length + 1}`, instance: owner && this.state.instances[owner] ? owner : root, root,
+      class: entry ? entry.class : 'generic', tool, tool_digest: entry ? entry.digest : 'sha256:unknown',
+      arguments_digest: digestOf(digest.toolArguments.get(toolCall.toolCallId) || toolCall.rawInput || {}),
+      state: 'pending', tool_call_id: toolCall.toolCallId,
+    };
+    this.state.approvals.push(approval);
+    this.saveState();
+    return approval;
+  }
+
+  /** What became of the call a person answered, from Copilot's tool result for it. */
+  answeredReport(approval, digest) {
+    const result = digest.results.get(approval.tool_call_id);
+    const executed = result && result.success;
+    const toolCall = executed
+      ? { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text }
+      : { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id };
+    // The reason of a refused call is the person's deny; after an allow, a
+    // failed call's reason is the adapter's reading, as is a call Copilot
+    // recorded no result for.
+    return {
+      outcome: executed ? 'ok' : 'denied', instance: approval.instance, tool_call: toolCall,
+      ...(executed ? {} : { reason: 'policy_denied' }),
+      ...(!result ? { inferred: ['tool_call', 'reason'] } : !executed && approval.decision === 'allow' ? { inferred: ['reason'] } : {}),
+    };
+  }
+
+  /** A person's answer: allow or deny Copilot's pending permission request (allow once, reject once). */
+  async answer(params) {
+    const requestId = needString(params, 'request');
+    const decision = needString(params, 'decision');
+    if (!['allow', 'deny'].includes(decision)) {
+      throw unsupported(`decision ${decision}: Copilot's permission answers are allow once, deny, or always allow (a rule wider than one exact call)`);
+    }
+    const approval = this.state.approvals.find((a) => a.id === requestId);
+    if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
+    const proc = this.acp.get(approval.root);
+    const pendingId = proc && proc.pending && proc.pending.params.toolCall && proc.pending.params.toolCall.toolCallId;
+    if (!proc || pendingId !== approval.tool_call_id) {
+      throw new RpcError(CODES.HOST_FAILURE, `Copilot's permission request behind ${requestId} ended with its process (a restart): nothing is left to answer`);
+    }
+    // A person's deny is decided and never dispatched; an allow goes out to Copilot.
+    approval.state = decision === 'allow' ? 'dispatched' : 'decided';
+    approval.decision = decision;
+    approval.decided_by = 'person';
+    this.saveState();
+    proc.answer(decision === 'allow');
+    return this.settleAcp(approval.root, proc, approval);
   }
 
   /** Records the subagents a run created (from its JSON events). */
@@ -380,7 +551,8 @@ export class Adapter {
       } else if (sessions.has(id)) {
         // `copilot -p` runs to the end of a turn before the adapter answers,
         // so a stored session is idle: completed once the model answered.
-        state = sessions.get(id).some((e) => e.type === 'assistant.message' && !(e.data || {}).parentToolCallId) ? 'completed' : 'running';
+        const waiting = this.acp.has(id) && this.acp.get(id).pending;
+        state = !waiting && sessions.get(id).some((e) => e.type === 'assistant.message' && !(e.data || {}).parentToolCallId) ? 'completed' : 'running';
       } else {
         // Copilot creates the session at the first turn: none yet.
         state = 'running';
@@ -400,11 +572,25 @@ export class Adapter {
         ceiling: this.childCeiling(parentCeiling, child.role), inferred: ['ceiling'],
       });
     }
-    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals: [] } };
+    const approvals = this.state.approvals.map((a) => ({
+      id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
+      arguments_digest: a.arguments_digest, state: a.state,
+      ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
+    }));
+    return {
+      outcome: 'ok',
+      observed: {
+        now: 0, auto_approve: false, instances, approvals,
+        // Copilot keeps no approval records: they are the adapter's bookkeeping.
+        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+      },
+    };
   }
 
   /** Ends every running `copilot` (stdin closed or SIGTERM: the harness is restarting us). */
   shutdown() {
+    for (const proc of this.acp.values()) proc.stop();
+    this.acp.clear();
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();
   }

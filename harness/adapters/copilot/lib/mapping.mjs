@@ -15,6 +15,8 @@ const REFUSALS = [
   // tool its server stopped serving): Copilot's "Tool 'X' does not exist.",
   // under its own name (an expectations file maps it, e.g. onto tool_drift).
   { pattern: /^Tool '.*' does not exist/i, reason: 'no_such_tool' },
+  // A person rejected the call when Copilot asked (ACP's reject_once): "The user rejected this tool call."
+  { code: 'rejected', reason: 'policy_denied' },
   // Copilot's own nesting limit (`subagents.maxDepth`) refused a `task` call.
   { pattern: /Maximum sub-agent depth of \d+ reached/i, reason: 'policy_denied' },
 ];
@@ -40,6 +42,7 @@ export function digestEvents(events) {
   // toolCallId -> the toolCallId of the task call whose subagent made it (absent: the main thread).
   const callOwner = new Map();
   const toolNames = new Map();
+  const toolArguments = new Map();
   let result = null;
   let lastText = '';
   let lastError = null;
@@ -49,6 +52,7 @@ export function digestEvents(events) {
     if (event.type === 'assistant.message') {
       for (const request of data.toolRequests || []) {
         toolNames.set(request.toolCallId, request.name);
+        toolArguments.set(request.toolCallId, request.arguments);
         if (data.parentToolCallId) callOwner.set(request.toolCallId, data.parentToolCallId);
         else mainCalls.push(request);
       }
@@ -70,7 +74,7 @@ export function digestEvents(events) {
     if (event.type === 'session.error' || event.type === 'model.call_failure') lastError = event;
     if (event.type === 'result') result = event;
   }
-  return { mainCalls, results, started, ended, callOwner, toolNames, result, lastText, lastError };
+  return { mainCalls, results, started, ended, callOwner, toolNames, toolArguments, result, lastText, lastError };
 }
 
 /** Copilot's refusal of call `id`, if it refused it: `{reason, detail, inferred}`. */

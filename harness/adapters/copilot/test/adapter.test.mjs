@@ -214,9 +214,10 @@ test('a denied or missing tool is Copilot\'s refusal; a model failure is model_f
   const failed = (await adapter.request('instance/turn', { instance: started.instance, input: 'FAIL' })).result;
   assert.equal(failed.turn.reply, 'model_failed');
   assert.match(failed.turn.detail, /503/);
-  for (const method of ['instance/delegate', 'receipt/prepare', 'instance/close', 'instance/fork', 'approval/answer', 'fault/arm']) {
+  for (const method of ['instance/delegate', 'receipt/prepare', 'instance/close', 'instance/fork', 'fault/arm']) {
     assert.equal((await adapter.request(method, {})).error.code, -32601, method);
   }
+  assert.equal((await adapter.request('approval/answer', {})).error.code, -32602, 'answered now, with its parameters checked');
   assert.equal((await adapter.request('host/configure', { auto_approve: true })).error.code, -32001);
   assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: ['shell'], deny: [] } } })).error.code, -32001);
   await adapter.close();
@@ -251,22 +252,53 @@ test('event mapping: a grandchild\'s parent is the subagent whose turn called ta
   assert.deepEqual(report.inferred, []);
 });
 
-test('on-request: writes run unasked, anything else Copilot asks about is refused by -p itself, which is the adapter\'s gap (-32001), not Copilot\'s refusal', async () => {
+test('on-request: the root is Copilot\'s ACP session; writes run unasked, a call Copilot asks about waits for a person\'s answer, and a second answer is refused', async () => {
   const store = mkdtempSync(join(tmpdir(), 'copilot-adapter-'));
   const log = `${store}.log`;
   const adapter = startAdapter(store, log);
   await adapter.initialize();
   await adapter.request('host/configure', { roles: {} });
   const started = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).result;
+  assert.equal(started.outcome, 'ok');
+  const [acp] = invocations(log);
+  assert.ok(acp.argv.includes('--acp'), 'a root that can ask a person runs as Copilot\'s ACP server');
+  assert.ok(!acp.argv.includes('--output-format'));
+  assert.ok(!acp.argv.includes('--allow-all-tools'));
+  assert.ok(acp.argv.includes('--allow-tool=write'));
+  assert.ok(existsSync(join(store, 'copilot', 'home', '.copilot', 'session-state', started.instance)), 'the instance id is the session ACP made');
+  let observed = (await adapter.request('state/observe')).result.observed;
+  assert.deepEqual(observed.instances[0].inferred, ['ceiling'], 'the session is in Copilot\'s store from the start');
+
   const write = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:create' })).result;
   assert.deepEqual(write.tool_call, { tool: 'create', outcome: 'executed', result: 'ran create' });
-  const run = invocations(log)[0];
-  assert.ok(!run.argv.includes('--allow-all-tools'));
-  assert.ok(run.argv.includes('--allow-tool=write'));
-  const shell = await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' });
-  assert.equal(shell.error.code, -32001);
-  assert.match(shell.error.message, /no one to ask/);
+  const shell = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' })).result;
+  assert.equal(shell.tool_call.outcome, 'pending_approval');
+  observed = (await adapter.request('state/observe')).result.observed;
+  assert.equal(observed.approvals.length, 1);
+  assert.equal(observed.approvals[0].state, 'pending');
+  assert.deepEqual(observed.inferred, ['approvals'], 'Copilot keeps no approval records');
+  assert.equal(observed.instances[0].state, 'running', 'waiting for the answer');
+  const allowed = (await adapter.request('approval/answer', { request: shell.tool_call.approval, decision: 'allow' })).result;
+  assert.deepEqual(allowed.tool_call, { tool: 'bash', outcome: 'executed', approval: shell.tool_call.approval, result: 'ran bash' });
+  const again = (await adapter.request('approval/answer', { request: shell.tool_call.approval, decision: 'deny' })).result;
+  assert.equal(again.reason, 'event_replayed');
+
+  const second = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' })).result;
+  const rejected = (await adapter.request('approval/answer', { request: second.tool_call.approval, decision: 'deny' })).result;
+  assert.equal(rejected.outcome, 'denied');
+  assert.deepEqual(rejected.tool_call, { tool: 'bash', outcome: 'denied', reason: 'policy_denied', approval: second.tool_call.approval });
+  assert.equal(rejected.inferred, undefined, 'Copilot recorded the person\'s rejection');
+  const third = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' })).result;
   await adapter.close();
+
+  // After a restart Copilot's permission request is gone with its process; the session is loaded again.
+  const restarted = startAdapter(store, log);
+  await restarted.initialize();
+  const gone = await restarted.request('approval/answer', { request: third.tool_call.approval, decision: 'allow' });
+  assert.equal(gone.error.code, -32002);
+  const later = (await restarted.request('instance/turn', { instance: started.instance, input: 'CALL:create' })).result;
+  assert.equal(later.tool_call.outcome, 'executed');
+  await restarted.close();
 });
 
 test('a sealed MCP tool gets an allow rule where the eligibility table runs it, a deny rule where it refuses it, nothing where it asks', () => {
