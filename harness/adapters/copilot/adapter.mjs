@@ -37,27 +37,40 @@ const needString = (params, key) => {
 };
 const unsupported = (message) => new RpcError(CODES.UNSUPPORTED_OPTION, message);
 
+/** What approval policy `policy` does with class `toolClass`: `run`, `ask` or `deny` (PROTOCOL.md, Approval policies). */
+export function policyVerdict(policy, toolClass) {
+  if (policy && typeof policy === 'object' && policy.granular) {
+    if ((policy.granular.deny || []).includes(toolClass)) return 'deny';
+    return (policy.granular.ask || []).includes(toolClass) ? 'ask' : 'run';
+  }
+  if (toolClass === 'read') return 'run';
+  if (policy === 'never') return 'deny';
+  return policy === 'on-request' && toolClass === 'file-write' ? 'run' : 'ask';
+}
+
 /**
- * The protocol's eligibility of a sealed MCP tool of class `toolClass` under
+ * The protocol's eligibility of a tool call of class `toolClass` under
  * `ceiling`: `runs` (no one is asked), `ask`, or the reason it is refused.
  * The adapter turns `runs` into a Copilot allow rule and a refusal into a
  * deny rule, so that Copilot itself lets the call through or refuses it.
  */
 export function eligibility(toolClass, ceiling) {
-  if (toolClass === 'read') return 'runs';
   const sandbox = ceiling.sandbox;
   if (sandbox === 'read-only' && READ_ONLY_REFUSED.includes(toolClass)) return 'read_only_context';
   if (toolClass === 'network') {
     const network = sandbox === 'full-access' || Boolean(sandbox && sandbox['workspace-write'] && sandbox['workspace-write'].network);
     if (!network) return 'policy_denied';
   }
-  if (ceiling.approval_policy === 'never') return 'policy_denied';
-  if (toolClass === 'file-write' && ceiling.approval_policy === 'on-request') return 'runs';
-  return 'ask';
+  const verdict = policyVerdict(ceiling.approval_policy, toolClass);
+  return verdict === 'run' ? 'runs' : verdict === 'ask' ? 'ask' : 'policy_denied';
 }
 
 /** Whether a root's policy can ask a person for anything: such a root runs as Copilot's ACP server. */
-export const asksPerson = (ceiling) => ceiling.approval_policy !== 'never';
+export const asksPerson = (ceiling) => {
+  const policy = ceiling.approval_policy;
+  if (policy && typeof policy === 'object' && policy.granular) return (policy.granular.ask || []).length > 0;
+  return policy !== 'never';
+};
 
 const withTimeout = (promise, ms, what) => Promise.race([
   promise,
@@ -161,14 +174,17 @@ export class Adapter {
     if (config.strict_mode) throw unsupported('strict_mode: Copilot has no sandbox policy by which to refuse an unsandboxed subagent');
     if (config.auto_approve) throw unsupported('auto_approve: Copilot has no persistence-gated automatic approval');
     for (const [name, role] of Object.entries(config.roles || {})) {
-      if (role && (role.tools || (role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
-        throw unsupported(`role ${name}: only a role's sandbox becomes a Copilot custom agent definition`);
+      if (role && ((role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
+        throw unsupported(`role ${name}: only a role's sandbox and tools become a Copilot custom agent definition`);
+      }
+      if (role && role.tools && role.tools.length && !this.mcpServers.length) {
+        throw unsupported(`role ${name} names tools but the environment has no MCP servers`);
       }
     }
     this.state.configuration = config;
     this.saveState();
-    this.writeAgents();
     if (this.mcpServers.length) await this.refreshCatalogue();
+    this.writeAgents();
     return { outcome: 'ok' };
   }
 
@@ -180,7 +196,17 @@ export class Adapter {
     for (const name of new Set([...DEFAULT_ROLES, ...Object.keys(configured)])) {
       const role = configured[name] || {};
       const lines = ['---', `name: ${name}`, `description: The delegation-harness role ${name}`];
-      if (role.sandbox === 'read-only') lines.push(`tools: ${JSON.stringify(READ_ONLY_AGENT_TOOLS)}`);
+      if (Array.isArray(role.tools)) {
+        // Copilot's own tool list of a custom agent, MCP tools as `server/tool`:
+        // whether a spawn of it is held to its parent's tools is Copilot's to
+        // decide and the harness's to observe (zc/047, zc/048).
+        const names = role.tools.map((tool) => this.catalogue.get(tool)).filter(Boolean)
+          .filter((t) => role.sandbox !== 'read-only' || !READ_ONLY_REFUSED.includes(t.class))
+          .map((t) => `${t.server}/${t.name}`);
+        // An empty list would read as "every tool".
+        if (!names.length) throw unsupported(`role ${name}: none of its tools is served, and a Copilot agent with an empty tool list has every tool`);
+        lines.push(`tools: ${JSON.stringify([...(role.sandbox === 'read-only' ? READ_ONLY_AGENT_TOOLS : []), ...names])}`);
+      } else if (role.sandbox === 'read-only') lines.push(`tools: ${JSON.stringify(READ_ONLY_AGENT_TOOLS)}`);
       lines.push('---', `You are the ${name} subagent. Do the task you are given.`, '');
       writeFileSync(join(dir, `${name}.agent.md`), lines.join('\n'));
     }
@@ -203,8 +229,13 @@ export class Adapter {
     const sandbox = params.sandbox ?? 'read-only';
     if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('Copilot has no external sandboxes');
     const policy = params.approval_policy ?? 'never';
-    if (!['never', 'on-request', 'untrusted'].includes(policy)) {
-      throw unsupported(`approval policy ${JSON.stringify(policy)}: Copilot's permission rules are per tool kind (shell, write, MCP server, url), not per action class`);
+    const granular = policy && typeof policy === 'object' && policy.granular;
+    if (!granular && !['never', 'on-request', 'untrusted'].includes(policy)) {
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: not one Copilot's permission rules can express`);
+    }
+    if (granular && [...(granular.ask || []), ...(granular.deny || [])].includes('delegation')) {
+      // Copilot's task tool asks no permission, and a deny rule on it does not stop a subagent (README finding 1).
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: Copilot cannot ask about or refuse delegation by a permission rule`);
     }
     const names = params.tools || [];
     if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
@@ -278,6 +309,14 @@ export class Adapter {
     else if (ceiling.sandbox === 'full-access') args.push('--allow-all-paths', '--allow-all-urls');
     if (ceiling.approval_policy === 'on-request' && ceiling.sandbox !== 'read-only') allow.push('write');
     if (ceiling.sandbox === 'read-only') deny.push(...WRITING_KINDS);
+    else if (ceiling.approval_policy && ceiling.approval_policy.granular) {
+      // A granular policy names classes: Copilot's built-in kinds get the rule of theirs.
+      for (const [kind, toolClass] of [['shell', 'shell'], ['write', 'file-write']]) {
+        const verdict = eligibility(toolClass, ceiling);
+        if (verdict === 'runs') allow.push(kind);
+        else if (verdict !== 'ask') deny.push(kind);
+      }
+    }
     if (ceiling.sandbox && ceiling.sandbox['workspace-write']) {
       for (const r of ceiling.sandbox['workspace-write'].writable_roots || []) args.push('--add-dir', this.hostPath(r));
     }
@@ -515,6 +554,9 @@ export class Adapter {
     const role = (this.state.configuration.roles || {})[roleName] || {};
     const ceiling = { ...parent, delegation_depth: Math.max(0, (parent.delegation_depth ?? 1) - 1) };
     if (role.sandbox === 'read-only') ceiling.sandbox = 'read-only';
+    if (Array.isArray(role.tools)) {
+      ceiling.tools = Object.fromEntries(Object.entries(parent.tools || {}).filter(([name]) => role.tools.includes(name)));
+    }
     return ceiling;
   }
 

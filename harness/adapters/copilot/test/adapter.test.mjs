@@ -9,7 +9,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestEvents, turnReport, childrenOf } from '../lib/mapping.mjs';
 import { copilotToolName } from '../lib/mcp.mjs';
-import { eligibility } from '../adapter.mjs';
+import { eligibility, asksPerson } from '../adapter.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // Every store and fake-copilot log a test makes, removed when the tests end.
@@ -219,7 +219,7 @@ test('a denied or missing tool is Copilot\'s refusal; a model failure is model_f
   }
   assert.equal((await adapter.request('approval/answer', {})).error.code, -32602, 'answered now, with its parameters checked');
   assert.equal((await adapter.request('host/configure', { auto_approve: true })).error.code, -32001);
-  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: ['shell'], deny: [] } } })).error.code, -32001);
+  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: [], deny: ['delegation'] } } })).error.code, -32001, 'Copilot cannot refuse delegation by a rule');
   await adapter.close();
 });
 
@@ -313,6 +313,14 @@ test('a sealed MCP tool gets an allow rule where the eligibility table runs it, 
   assert.equal(eligibility('mcp', { sandbox: 'read-only', approval_policy: 'on-request' }), 'ask');
   assert.equal(eligibility('network', { sandbox: ww, approval_policy: 'on-request' }), 'policy_denied');
   assert.equal(eligibility('network', { sandbox: 'full-access', approval_policy: 'on-request' }), 'ask');
+  // A granular policy: classes in deny are refused, in ask asked, the rest run.
+  const granular = { granular: { ask: ['shell'], deny: ['mcp'] } };
+  assert.equal(eligibility('mcp', { sandbox: ww, approval_policy: granular }), 'policy_denied');
+  assert.equal(eligibility('shell', { sandbox: ww, approval_policy: granular }), 'ask');
+  assert.equal(eligibility('generic', { sandbox: ww, approval_policy: granular }), 'runs');
+  assert.equal(asksPerson({ approval_policy: granular }), true);
+  assert.equal(asksPerson({ approval_policy: { granular: { ask: [], deny: [] } } }), false, 'nothing to ask: copilot -p');
+  assert.equal(asksPerson({ approval_policy: 'never' }), false);
 });
 
 test('a call Copilot refused by a deny rule the adapter set for a read-only sandbox reports read_only_context, as the adapter\'s reading', () => {
