@@ -106,6 +106,11 @@ export class Adapter {
   loadState() {
     this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
     this.state.approvals = this.state.approvals || [];
+    // A permission request is a request of the `copilot --acp` process that
+    // asked it; that process ended with the previous adapter (a restart), so
+    // Copilot holds none of the requests still pending then, and neither is
+    // listed or answerable any more.
+    for (const approval of this.state.approvals) if (approval.state === 'pending') approval.lost = true;
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -417,6 +422,9 @@ export class Adapter {
         await withTimeout(proc.open({ cwd: this.hostPath(instance.cwd), sessionId: id }), this.turnTimeoutMs, 'session/load');
       } catch (e) {
         proc.stop();
+        // Copilot's own refusal: an ACP session that never had a prompt is
+        // not loadable by another process, though its folder is in the store.
+        if (/Session .* not found/i.test(e.message)) return denied('instance_unknown', `Copilot: ${e.message}`);
         throw new RpcError(CODES.HOST_FAILURE, `copilot --acp could not load session ${id}: ${e.message}. stderr: ${proc.stderr.slice(-500)}`);
       }
       this.acp.set(id, proc);
@@ -513,6 +521,9 @@ export class Adapter {
     }
     const approval = this.state.approvals.find((a) => a.id === requestId);
     if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
+    if (approval.lost) {
+      return denied('instance_unknown', `Copilot holds no permission request ${requestId} any more: it ended with the copilot --acp process that asked it (a restart)`, ['reason']);
+    }
     if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
     const proc = this.acp.get(approval.root);
     const pendingId = proc && proc.pending && proc.pending.params.toolCall && proc.pending.params.toolCall.toolCallId;
@@ -614,7 +625,7 @@ export class Adapter {
         ceiling: this.childCeiling(parentCeiling, child.role), inferred: ['ceiling'],
       });
     }
-    const approvals = this.state.approvals.map((a) => ({
+    const approvals = this.state.approvals.filter((a) => !a.lost).map((a) => ({
       id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
       arguments_digest: a.arguments_digest, state: a.state,
       ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),

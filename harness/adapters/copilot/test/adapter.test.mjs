@@ -294,11 +294,25 @@ test('on-request: the root is Copilot\'s ACP session; writes run unasked, a call
   // After a restart Copilot's permission request is gone with its process; the session is loaded again.
   const restarted = startAdapter(store, log);
   await restarted.initialize();
-  const gone = await restarted.request('approval/answer', { request: third.tool_call.approval, decision: 'allow' });
-  assert.equal(gone.error.code, -32002);
+  const lost = (await restarted.request('state/observe')).result.observed.approvals.map((a) => a.id);
+  assert.ok(!lost.includes(third.tool_call.approval), 'Copilot holds no request of a process that ended');
+  assert.ok(lost.includes(second.tool_call.approval), 'a decided request stays in the record');
+  const gone = (await restarted.request('approval/answer', { request: third.tool_call.approval, decision: 'allow' })).result;
+  assert.equal(gone.outcome, 'denied');
+  assert.match(gone.detail, /ended with the copilot --acp process/);
   const later = (await restarted.request('instance/turn', { instance: started.instance, input: 'CALL:create' })).result;
   assert.equal(later.tool_call.outcome, 'executed');
+  // A session ACP made that never had a prompt: Copilot cannot load it in a new process.
+  const unprompted = (await restarted.request('instance/start', { ...root(1), approval_policy: 'untrusted' })).result;
   await restarted.close();
+  const secondRestart = startAdapter(store, log);
+  await secondRestart.initialize();
+  const lostRoot = (await secondRestart.request('instance/turn', { instance: unprompted.instance, input: 'hello' })).result;
+  assert.equal(lostRoot.outcome, 'denied');
+  assert.equal(lostRoot.reason, 'instance_unknown');
+  assert.match(lostRoot.detail, /^Copilot: .*not found/);
+  assert.equal(lostRoot.inferred, undefined, 'Copilot\'s own words');
+  await secondRestart.close();
 });
 
 test('a sealed MCP tool gets an allow rule where the eligibility table runs it, a deny rule where it refuses it, nothing where it asks', () => {
