@@ -10,9 +10,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
-import { ensureCopilot, isolatedEnv, storePaths, runCopilot, killGroup, readSessions, readJson, writeAtomic } from './lib/copilot.mjs';
+import { ensureCopilot, isolatedEnv, storePaths, runCopilot, killGroup, readSessions, readSessionEvents, readJson, writeAtomic } from './lib/copilot.mjs';
 import { digestEvents, childrenOf, turnReport, askedNobody, TASK_TOOL } from './lib/mapping.mjs';
-import { toolCatalogue } from './lib/mcp.mjs';
+import { toolCatalogue, digestOf } from './lib/mcp.mjs';
+import { AcpProcess } from './lib/acp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 const MODEL_ID = 'reference-model';
@@ -26,6 +27,8 @@ const DEFAULT_ROLES = ['worker'];
 const WRITING_KINDS = ['shell', 'write'];
 /** The built-in tools a read-only custom agent keeps (its `tools:` list): reading, searching and delegating. */
 const READ_ONLY_AGENT_TOOLS = ['view', 'grep', 'glob', 'task', 'read_agent', 'list_agents'];
+/** The MCP tool classes a read-only sandbox refuses (the protocol's eligibility table: read_only_context). */
+const READ_ONLY_REFUSED = ['file-write', 'shell', 'generic'];
 
 const denied = (reason, detail, inferred) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}), ...(inferred ? { inferred } : {}) });
 const needString = (params, key) => {
@@ -33,6 +36,46 @@ const needString = (params, key) => {
   return params[key];
 };
 const unsupported = (message) => new RpcError(CODES.UNSUPPORTED_OPTION, message);
+
+/** What approval policy `policy` does with class `toolClass`: `run`, `ask` or `deny` (PROTOCOL.md, Approval policies). */
+export function policyVerdict(policy, toolClass) {
+  if (policy && typeof policy === 'object' && policy.granular) {
+    if ((policy.granular.deny || []).includes(toolClass)) return 'deny';
+    return (policy.granular.ask || []).includes(toolClass) ? 'ask' : 'run';
+  }
+  if (toolClass === 'read') return 'run';
+  if (policy === 'never') return 'deny';
+  return policy === 'on-request' && toolClass === 'file-write' ? 'run' : 'ask';
+}
+
+/**
+ * The protocol's eligibility of a tool call of class `toolClass` under
+ * `ceiling`: `runs` (no one is asked), `ask`, or the reason it is refused.
+ * The adapter turns `runs` into a Copilot allow rule and a refusal into a
+ * deny rule, so that Copilot itself lets the call through or refuses it.
+ */
+export function eligibility(toolClass, ceiling) {
+  const sandbox = ceiling.sandbox;
+  if (sandbox === 'read-only' && READ_ONLY_REFUSED.includes(toolClass)) return 'read_only_context';
+  if (toolClass === 'network') {
+    const network = sandbox === 'full-access' || Boolean(sandbox && sandbox['workspace-write'] && sandbox['workspace-write'].network);
+    if (!network) return 'policy_denied';
+  }
+  const verdict = policyVerdict(ceiling.approval_policy, toolClass);
+  return verdict === 'run' ? 'runs' : verdict === 'ask' ? 'ask' : 'policy_denied';
+}
+
+/** Whether a root's policy can ask a person for anything: such a root runs as Copilot's ACP server. */
+export const asksPerson = (ceiling) => {
+  const policy = ceiling.approval_policy;
+  if (policy && typeof policy === 'object' && policy.granular) return (policy.granular.ask || []).length > 0;
+  return policy !== 'never';
+};
+
+const withTimeout = (promise, ms, what) => Promise.race([
+  promise,
+  new Promise((_, reject) => setTimeout(() => reject(new Error(`${what} not answered within ${ms} ms`)), ms)),
+]);
 
 export class Adapter {
   constructor({ env = process.env, notify = () => {} } = {}) {
@@ -47,6 +90,8 @@ export class Adapter {
     this.depthZero = env.COPILOT_ADAPTER_DEPTH0 === 'deny' ? 'deny' : 'exclude';
     this.initialized = false;
     this.running = new Set();
+    // Root instance id -> its `copilot --acp` process (roots whose policy can ask a person).
+    this.acp = new Map();
     this.mcpServers = [];
     this.catalogue = new Map();
   }
@@ -60,6 +105,12 @@ export class Adapter {
 
   loadState() {
     this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
+    this.state.approvals = this.state.approvals || [];
+    // A permission request is a request of the `copilot --acp` process that
+    // asked it; that process ended with the previous adapter (a restart), so
+    // Copilot holds none of the requests still pending then, and neither is
+    // listed or answerable any more.
+    for (const approval of this.state.approvals) if (approval.state === 'pending') approval.lost = true;
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -89,6 +140,7 @@ export class Adapter {
       case 'host/configure': return this.configure(params);
       case 'instance/start': return this.start(params);
       case 'instance/turn': return this.turn(params);
+      case 'approval/answer': return this.answer(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: GitHub Copilot CLI has no equivalent this adapter can drive honestly (see README.md)`);
@@ -127,14 +179,17 @@ export class Adapter {
     if (config.strict_mode) throw unsupported('strict_mode: Copilot has no sandbox policy by which to refuse an unsandboxed subagent');
     if (config.auto_approve) throw unsupported('auto_approve: Copilot has no persistence-gated automatic approval');
     for (const [name, role] of Object.entries(config.roles || {})) {
-      if (role && (role.tools || (role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
-        throw unsupported(`role ${name}: only a role's sandbox becomes a Copilot custom agent definition`);
+      if (role && ((role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
+        throw unsupported(`role ${name}: only a role's sandbox and tools become a Copilot custom agent definition`);
+      }
+      if (role && role.tools && role.tools.length && !this.mcpServers.length) {
+        throw unsupported(`role ${name} names tools but the environment has no MCP servers`);
       }
     }
     this.state.configuration = config;
     this.saveState();
-    this.writeAgents();
     if (this.mcpServers.length) await this.refreshCatalogue();
+    this.writeAgents();
     return { outcome: 'ok' };
   }
 
@@ -146,7 +201,17 @@ export class Adapter {
     for (const name of new Set([...DEFAULT_ROLES, ...Object.keys(configured)])) {
       const role = configured[name] || {};
       const lines = ['---', `name: ${name}`, `description: The delegation-harness role ${name}`];
-      if (role.sandbox === 'read-only') lines.push(`tools: ${JSON.stringify(READ_ONLY_AGENT_TOOLS)}`);
+      if (Array.isArray(role.tools)) {
+        // Copilot's own tool list of a custom agent, MCP tools as `server/tool`:
+        // whether a spawn of it is held to its parent's tools is Copilot's to
+        // decide and the harness's to observe (zc/047, zc/048).
+        const names = role.tools.map((tool) => this.catalogue.get(tool)).filter(Boolean)
+          .filter((t) => role.sandbox !== 'read-only' || !READ_ONLY_REFUSED.includes(t.class))
+          .map((t) => `${t.server}/${t.name}`);
+        // An empty list would read as "every tool".
+        if (!names.length) throw unsupported(`role ${name}: none of its tools is served, and a Copilot agent with an empty tool list has every tool`);
+        lines.push(`tools: ${JSON.stringify([...(role.sandbox === 'read-only' ? READ_ONLY_AGENT_TOOLS : []), ...names])}`);
+      } else if (role.sandbox === 'read-only') lines.push(`tools: ${JSON.stringify(READ_ONLY_AGENT_TOOLS)}`);
       lines.push('---', `You are the ${name} subagent. Do the task you are given.`, '');
       writeFileSync(join(dir, `${name}.agent.md`), lines.join('\n'));
     }
@@ -169,8 +234,13 @@ export class Adapter {
     const sandbox = params.sandbox ?? 'read-only';
     if (sandbox && typeof sandbox === 'object' && sandbox.external) throw unsupported('Copilot has no external sandboxes');
     const policy = params.approval_policy ?? 'never';
-    if (!['never', 'on-request', 'untrusted'].includes(policy)) {
-      throw unsupported(`approval policy ${JSON.stringify(policy)}: Copilot's permission rules are per tool kind (shell, write, MCP server, url), not per action class`);
+    const granular = policy && typeof policy === 'object' && policy.granular;
+    if (!granular && !['never', 'on-request', 'untrusted'].includes(policy)) {
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: not one Copilot's permission rules can express`);
+    }
+    if (granular && [...(granular.ask || []), ...(granular.deny || [])].includes('delegation')) {
+      // Copilot's task tool asks no permission, and a deny rule on it does not stop a subagent (README finding 1).
+      throw unsupported(`approval policy ${JSON.stringify(policy)}: Copilot cannot ask about or refuse delegation by a permission rule`);
     }
     const names = params.tools || [];
     if (names.length && this.mcpServers.length === 0) throw unsupported('tools to seal but no MCP servers in the environment');
@@ -187,18 +257,43 @@ export class Adapter {
       tools: Object.fromEntries(sealed.map((t) => [t.name, t.digest])),
       cwd, provider: 'harness', delegation_depth: depth,
     };
-    // Copilot takes the session id it is given (--session-id) and names its
-    // session folder after it in every request's system prompt, where the
-    // harness's endpoint reads it: the instance id is that id. The session
-    // itself is created by the first turn.
-    const id = randomUUID();
-    this.state.instances[id] = { role, model: MODEL_ID, ceiling, sealed: sealed.map((t) => t.name), cwd };
+    const instance = { role, model: MODEL_ID, ceiling, sealed: sealed.map((t) => t.name), cwd };
+    let id;
+    if (asksPerson(ceiling)) {
+      // A root whose policy can ask a person runs as Copilot's ACP server,
+      // whose permission requests the adapter relays (approval/answer). ACP
+      // assigns the session id (session/new), and a session without a prompt
+      // cannot be loaded by another process: the process lives from here on,
+      // and the instance id is Copilot's session id.
+      instance.acp = true;
+      const proc = this.startAcp(instance);
+      try {
+        id = await withTimeout(proc.open({ cwd: this.hostPath(cwd) }), this.turnTimeoutMs, 'session/new');
+      } catch (e) {
+        proc.stop();
+        throw new RpcError(CODES.HOST_FAILURE, `copilot --acp made no session: ${e.message}. stderr: ${proc.stderr.slice(-500)}`);
+      }
+      this.acp.set(id, proc);
+    } else {
+      // Copilot takes the session id it is given (--session-id) and names its
+      // session folder after it in every request's system prompt, where the
+      // harness's endpoint reads it: the instance id is that id. The session
+      // itself is created by the first turn.
+      id = randomUUID();
+    }
+    this.state.instances[id] = instance;
     this.saveState();
     return {
       outcome: 'ok', instance: id, effective: ceiling,
       // Copilot holds permission rules and tool filters, not an authority: the ceiling is the adapter's record.
       inferred: ['effective'],
     };
+  }
+
+  /** A `copilot --acp` process for a root, with the root's options. */
+  startAcp(instance) {
+    const args = this.rootOptions(instance).filter((a, i, all) => a !== '--output-format' && all[i - 1] !== '--output-format');
+    return new AcpProcess({ bin: this.bin, args, env: this.copilotEnv, cwd: this.hostPath(instance.cwd), onSpawn: (child) => this.running.add(child) });
   }
 
   /** The `copilot -p` options that carry a root's ceiling: permission rules, tool filters, MCP servers. */
@@ -219,6 +314,14 @@ export class Adapter {
     else if (ceiling.sandbox === 'full-access') args.push('--allow-all-paths', '--allow-all-urls');
     if (ceiling.approval_policy === 'on-request' && ceiling.sandbox !== 'read-only') allow.push('write');
     if (ceiling.sandbox === 'read-only') deny.push(...WRITING_KINDS);
+    else if (ceiling.approval_policy && ceiling.approval_policy.granular) {
+      // A granular policy names classes: Copilot's built-in kinds get the rule of theirs.
+      for (const [kind, toolClass] of [['shell', 'shell'], ['write', 'file-write']]) {
+        const verdict = eligibility(toolClass, ceiling);
+        if (verdict === 'runs') allow.push(kind);
+        else if (verdict !== 'ask') deny.push(kind);
+      }
+    }
     if (ceiling.sandbox && ceiling.sandbox['workspace-write']) {
       for (const r of ceiling.sandbox['workspace-write'].writable_roots || []) args.push('--add-dir', this.hostPath(r));
     }
@@ -226,16 +329,28 @@ export class Adapter {
       if (this.depthZero === 'deny') deny.push(TASK_TOOL);
       else exclude.push(TASK_TOOL);
     }
+    // Copilot's own nesting limit (`subagents.maxDepth` in its settings, read
+    // at start): a subagent at that depth is answered "Maximum sub-agent
+    // depth of N reached" when it calls `task`. One home serves every root of
+    // the store, so it is written before each run for the root that runs.
+    const settings = ceiling.delegation_depth > 0 ? { subagents: { maxDepth: ceiling.delegation_depth } } : {};
+    writeAtomic(join(this.copilotEnv.COPILOT_HOME, 'settings.json'), JSON.stringify(settings, null, 2) + '\n');
     if (this.mcpServers.length) {
       const config = { mcpServers: Object.fromEntries(this.mcpServers.map((s) => [s.name, { type: 'http', url: s.url, tools: ['*'] }])) };
       const file = join(this.paths.root, 'mcp-config.json');
       writeAtomic(file, JSON.stringify(config, null, 2) + '\n');
       args.push('--additional-mcp-config', `@${file}`);
-      // A tool served but not sealed is not offered.
+      // A tool served but not sealed is not offered. A sealed tool gets an
+      // allow rule where the protocol's eligibility table runs it unasked and
+      // a deny rule where the table refuses it (Copilot then refuses the call
+      // itself: "denied due to the following rules"); every other sealed tool
+      // asks.
       const sealed = new Set(root.sealed || []);
       for (const entry of this.catalogue.values()) {
-        if (!sealed.has(entry.name)) exclude.push(entry.copilot);
-        else if (ceiling.approval_policy === 'on-request' && entry.class === 'read') allow.push(`${entry.server}(${entry.name})`);
+        if (!sealed.has(entry.name)) { exclude.push(entry.copilot); continue; }
+        const verdict = eligibility(entry.class, ceiling);
+        if (verdict === 'runs') allow.push(`${entry.server}(${entry.name})`);
+        else if (verdict !== 'ask') deny.push(`${entry.server}(${entry.name})`);
       }
     }
     for (const rule of allow) args.push(`--allow-tool=${rule}`);
@@ -252,6 +367,7 @@ export class Adapter {
     if (instance.parent) {
       throw unsupported('a turn on a subagent: Copilot continues a subagent only through its parent\'s model (write_agent on a background agent), not from outside');
     }
+    if (instance.acp) return this.acpTurn(id, instance, input);
     const args = [`--prompt=${input}`, ...this.rootOptions(instance), '--session-id', id];
     const run = await this.run(args, instance.cwd);
     if (run.timedOut) {
@@ -266,10 +382,21 @@ export class Adapter {
     if (asked) {
       throw unsupported(`Copilot asked for permission (${asked}); \`copilot -p\` has no one to ask and denied it itself: a person's approval is not reachable through this adapter`);
     }
+    return this.turnReply(id, instance, digest);
+  }
+
+  /** The turn's reply from what Copilot recorded of it. */
+  turnReply(id, instance, digest) {
     const report = turnReport(digest, {
       nameBack: (name) => this.nameBack(name),
       childEffective: (child) => (this.state.instances[child] || {}).ceiling,
       taskRemoved: instance.ceiling.delegation_depth === 0 && this.depthZero === 'exclude',
+      // The reason behind a deny rule the adapter set for a sealed MCP tool: Copilot names only the rule.
+      denyRuleReason: (name) => {
+        const entry = [...this.catalogue.values()].find((t) => t.copilot === name || t.name === name);
+        const verdict = entry ? eligibility(entry.class, instance.ceiling) : 'runs';
+        return verdict === 'runs' || verdict === 'ask' ? null : verdict;
+      },
     });
     return {
       outcome: 'ok', instance: id, turn: report.turn,
@@ -277,6 +404,139 @@ export class Adapter {
       ...(report.detail ? { detail: report.detail } : {}),
       ...(report.inferred.length ? { inferred: report.inferred } : {}),
     };
+  }
+
+  /**
+   * A turn of an ACP root: `session/prompt` on its process (started again
+   * and the session loaded after a restart), answered when the prompt ends
+   * or when Copilot asks the adapter for a person's permission.
+   */
+  async acpTurn(id, instance, input) {
+    if (this.state.approvals.some((a) => a.root === id && a.state === 'pending' && this.acp.has(id))) {
+      return denied('policy_denied', `instance ${id} is waiting for a person's answer to Copilot's permission request`, ['reason']);
+    }
+    let proc = this.acp.get(id);
+    if (!proc || proc.exited) {
+      proc = this.startAcp(instance);
+      try {
+        await withTimeout(proc.open({ cwd: this.hostPath(instance.cwd), sessionId: id }), this.turnTimeoutMs, 'session/load');
+      } catch (e) {
+        proc.stop();
+        // Copilot's own refusal: an ACP session that never had a prompt is
+        // not loadable by another process, though its folder is in the store.
+        if (/Session .* not found/i.test(e.message)) return denied('instance_unknown', `Copilot: ${e.message}`);
+        throw new RpcError(CODES.HOST_FAILURE, `copilot --acp could not load session ${id}: ${e.message}. stderr: ${proc.stderr.slice(-500)}`);
+      }
+      this.acp.set(id, proc);
+    }
+    proc.turnStart = readSessionEvents(this.paths.home, id).length;
+    proc.prompt(id, input);
+    return this.settleAcp(id, proc);
+  }
+
+  /** Waits for the ACP root's prompt to end or to ask a person, and reports either (`answered`: the approval just answered). */
+  async settleAcp(id, proc, answered) {
+    const settled = await proc.settle(this.turnTimeoutMs);
+    if (settled.timedOut || settled.exited) {
+      proc.stop();
+      this.acp.delete(id);
+      throw new RpcError(CODES.HOST_FAILURE, `copilot --acp ${settled.timedOut ? `did not finish the turn within ${this.turnTimeoutMs} ms; killed` : 'exited during the turn'}. stderr: ${proc.stderr.slice(-500)}`);
+    }
+    const callId = settled.pending && settled.pending.params.toolCall && settled.pending.params.toolCall.toolCallId;
+    // Copilot writes its events file as it goes: wait until it holds what the ACP answer announced.
+    const events = await this.turnEvents(id, proc.turnStart, (digest) => (callId ? digest.toolNames.has(callId) : true));
+    if (settled.done) {
+      // The prompt's answer is Copilot's end of the turn, as `result` is in a `copilot -p` run.
+      events.push({ type: 'result', exitCode: settled.done.error ? 1 : 0 });
+    }
+    const digest = digestEvents(events);
+    this.registerChildren(id, digest);
+    if (settled.pending) {
+      const approval = this.recordApproval(id, settled.pending, digest);
+      const toolCall = { tool: approval.tool, outcome: 'pending_approval', approval: approval.id };
+      if (answered) return { outcome: 'ok', instance: approval.instance, tool_call: toolCall };
+      return { outcome: 'ok', instance: id, turn: { reply: 'tool_call', tool: approval.tool }, tool_call: toolCall };
+    }
+    if (answered) return this.answeredReport(answered, digest);
+    return this.turnReply(id, this.state.instances[id], digest);
+  }
+
+  /** The events of root `id` since the turn began, read again (for at most 2 s) until `ready(digest)` and the file stops growing. */
+  async turnEvents(id, from, ready) {
+    let last = -1;
+    for (let waited = 0; ; waited += 100) {
+      const events = readSessionEvents(this.paths.home, id).slice(from);
+      if ((events.length === last && ready(digestEvents(events))) || waited >= 2000) return events;
+      last = events.length;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /**
+   * A pending approval for Copilot's permission request. Copilot keeps no
+   * approval records: the id, state and decision are the adapter's
+   * bookkeeping (reported inferred); the tool, its arguments and the asking
+   * instance (a subagent's call names its task call) are Copilot's.
+   */
+  recordApproval(root, pending, digest) {
+    const toolCall = pending.params.toolCall || {};
+    const copilotName = digest.toolNames.get(toolCall.toolCallId) || toolCall.title || 'unknown';
+    const tool = this.nameBack(copilotName);
+    const entry = [...this.catalogue.values()].find((t) => t.name === tool);
+    const owner = digest.callOwner.get(toolCall.toolCallId);
+    const approval = {
+      id: `a-${this.state.approvals.length + 1}`, instance: owner && this.state.instances[owner] ? owner : root, root,
+      class: entry ? entry.class : 'generic', tool, tool_digest: entry ? entry.digest : 'sha256:unknown',
+      arguments_digest: digestOf(digest.toolArguments.get(toolCall.toolCallId) || toolCall.rawInput || {}),
+      state: 'pending', tool_call_id: toolCall.toolCallId,
+    };
+    this.state.approvals.push(approval);
+    this.saveState();
+    return approval;
+  }
+
+  /** What became of the call a person answered, from Copilot's tool result for it. */
+  answeredReport(approval, digest) {
+    const result = digest.results.get(approval.tool_call_id);
+    const executed = result && result.success;
+    const toolCall = executed
+      ? { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text }
+      : { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id };
+    // The reason of a refused call is the person's deny; after an allow, a
+    // failed call's reason is the adapter's reading, as is a call Copilot
+    // recorded no result for.
+    return {
+      outcome: executed ? 'ok' : 'denied', instance: approval.instance, tool_call: toolCall,
+      ...(executed ? {} : { reason: 'policy_denied' }),
+      ...(!result ? { inferred: ['tool_call', 'reason'] } : !executed && approval.decision === 'allow' ? { inferred: ['reason'] } : {}),
+    };
+  }
+
+  /** A person's answer: allow or deny Copilot's pending permission request (allow once, reject once). */
+  async answer(params) {
+    const requestId = needString(params, 'request');
+    const decision = needString(params, 'decision');
+    if (!['allow', 'deny'].includes(decision)) {
+      throw unsupported(`decision ${decision}: Copilot's permission answers are allow once, deny, or always allow (a rule wider than one exact call)`);
+    }
+    const approval = this.state.approvals.find((a) => a.id === requestId);
+    if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
+    if (approval.lost) {
+      return denied('instance_unknown', `Copilot holds no permission request ${requestId} any more: it ended with the copilot --acp process that asked it (a restart)`, ['reason']);
+    }
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
+    const proc = this.acp.get(approval.root);
+    const pendingId = proc && proc.pending && proc.pending.params.toolCall && proc.pending.params.toolCall.toolCallId;
+    if (!proc || pendingId !== approval.tool_call_id) {
+      throw new RpcError(CODES.HOST_FAILURE, `Copilot's permission request behind ${requestId} ended with its process (a restart): nothing is left to answer`);
+    }
+    // A person's deny is decided and never dispatched; an allow goes out to Copilot.
+    approval.state = decision === 'allow' ? 'dispatched' : 'decided';
+    approval.decision = decision;
+    approval.decided_by = 'person';
+    this.saveState();
+    proc.answer(decision === 'allow');
+    return this.settleAcp(approval.root, proc, approval);
   }
 
   /** Records the subagents a run created (from its JSON events). */
@@ -305,6 +565,9 @@ export class Adapter {
     const role = (this.state.configuration.roles || {})[roleName] || {};
     const ceiling = { ...parent, delegation_depth: Math.max(0, (parent.delegation_depth ?? 1) - 1) };
     if (role.sandbox === 'read-only') ceiling.sandbox = 'read-only';
+    if (Array.isArray(role.tools)) {
+      ceiling.tools = Object.fromEntries(Object.entries(parent.tools || {}).filter(([name]) => role.tools.includes(name)));
+    }
     return ceiling;
   }
 
@@ -341,7 +604,8 @@ export class Adapter {
       } else if (sessions.has(id)) {
         // `copilot -p` runs to the end of a turn before the adapter answers,
         // so a stored session is idle: completed once the model answered.
-        state = sessions.get(id).some((e) => e.type === 'assistant.message' && !(e.data || {}).parentToolCallId) ? 'completed' : 'running';
+        const waiting = this.acp.has(id) && this.acp.get(id).pending;
+        state = !waiting && sessions.get(id).some((e) => e.type === 'assistant.message' && !(e.data || {}).parentToolCallId) ? 'completed' : 'running';
       } else {
         // Copilot creates the session at the first turn: none yet.
         state = 'running';
@@ -361,11 +625,25 @@ export class Adapter {
         ceiling: this.childCeiling(parentCeiling, child.role), inferred: ['ceiling'],
       });
     }
-    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals: [] } };
+    const approvals = this.state.approvals.filter((a) => !a.lost).map((a) => ({
+      id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
+      arguments_digest: a.arguments_digest, state: a.state,
+      ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
+    }));
+    return {
+      outcome: 'ok',
+      observed: {
+        now: 0, auto_approve: false, instances, approvals,
+        // Copilot keeps no approval records: they are the adapter's bookkeeping.
+        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+      },
+    };
   }
 
   /** Ends every running `copilot` (stdin closed or SIGTERM: the harness is restarting us). */
   shutdown() {
+    for (const proc of this.acp.values()) proc.stop();
+    this.acp.clear();
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();
   }

@@ -46,17 +46,17 @@ const METHOD = {
   'instance/cancel': 'Copilot has no cancelled state a client can put a session or subagent in',
   'instance/fail': 'Copilot has no failed state to put a session in',
   'instance/resume': 'the adapter does not map `instance/resume`: every turn already resumes the session (`--session-id`), and a subagent is continued only by its parent\'s model',
-  'instance/turn': 'a turn on a subagent (Copilot continues a subagent only through its parent\'s model, `write_agent` on a background agent, never from outside), or a turn in which Copilot asked for a person\'s permission, which `copilot -p` answers itself with a denial ("no interactive user response was available") and this adapter cannot relay',
+  'instance/turn': 'a turn on a subagent: Copilot continues a subagent only through its parent\'s model (`write_agent` on a background agent), never from outside',
   'instance/fork': CAPABILITY.fork,
   'instance/tool_call': CAPABILITY['direct-tool-calls'],
-  'approval/answer': 'a person\'s approval: `copilot -p` answers its own permission requests with a denial ("no interactive user response was available"); the interactive UI and ACP, where a person answers, are not driven by this adapter',
+  'approval/answer': 'the decision is `allow-exact`: Copilot\'s permission request (over ACP) offers allow once, always allow (a rule for the rest of the session) and deny, no grant of one exact call',
   'approval/auto': CAPABILITY['auto-approval'],
   'receipt/prepare': CAPABILITY.receipts,
   'receipt/consume': CAPABILITY.receipts,
   'event/deliver': CAPABILITY.events,
   'clock/set': CAPABILITY.clock,
-  'host/configure': 'the scenario configures an option Copilot cannot honour and the adapter refuses (-32001): `strict_mode` (Copilot has no sandbox policy by which to refuse an unsandboxed subagent), `auto_approve` (see auto-approval), `authorizer_required` (see external-authorizer) or a role with its own tools or provider',
-  'instance/start': 'the root asks for an option Copilot cannot express (-32001): a `granular` approval policy (Copilot\'s permission rules are per tool kind, not per action class), an `external` sandbox, or another model or provider',
+  'host/configure': 'the scenario configures an option Copilot cannot honour and the adapter refuses (-32001): `strict_mode` (Copilot has no sandbox policy by which to refuse an unsandboxed subagent), `auto_approve` (see auto-approval), `authorizer_required` (see external-authorizer), a role with its own provider, or a role none of whose tools is served',
+  'instance/start': 'the root asks for an option Copilot cannot express (-32001): a `granular` approval policy that names the delegation class (Copilot\'s `task` asks no permission, and a deny rule on it does not hold), an `external` sandbox, or another model or provider',
 };
 
 const [reportPath, failuresPath = join(HERE, 'known-failures.json')] = process.argv.slice(2);

@@ -181,8 +181,23 @@ export function readSessions(home) {
   }
   for (const name of names) {
     let text = '';
-    try { text = readFileSync(join(dir, name, 'events.jsonl'), 'utf8'); } catch { continue; }
+    try {
+      text = readFileSync(join(dir, name, 'events.jsonl'), 'utf8');
+    } catch {
+      // A session made by ACP's session/new has its folder (workspace.yaml) before its first prompt.
+      if (existsSync(join(dir, name, 'workspace.yaml'))) sessions.set(name, []);
+      continue;
+    }
     sessions.set(name, jsonLines(text).events);
   }
   return sessions;
+}
+
+/** One session's events in Copilot's store (`session-state/<id>/events.jsonl`), empty when it has none yet. */
+export function readSessionEvents(home, sessionId) {
+  try {
+    return jsonLines(readFileSync(join(home, '.copilot', 'session-state', sessionId, 'events.jsonl'), 'utf8')).events;
+  } catch {
+    return [];
+  }
 }

@@ -15,6 +15,10 @@ const REFUSALS = [
   // tool its server stopped serving): Copilot's "Tool 'X' does not exist.",
   // under its own name (an expectations file maps it, e.g. onto tool_drift).
   { pattern: /^Tool '.*' does not exist/i, reason: 'no_such_tool' },
+  // A person rejected the call when Copilot asked (ACP's reject_once): "The user rejected this tool call."
+  { code: 'rejected', reason: 'policy_denied' },
+  // Copilot's own nesting limit (`subagents.maxDepth`) refused a `task` call.
+  { pattern: /Maximum sub-agent depth of \d+ reached/i, reason: 'policy_denied' },
 ];
 
 /** Copilot's words when it would have asked a person and `-p` had no one to ask. */
@@ -38,6 +42,7 @@ export function digestEvents(events) {
   // toolCallId -> the toolCallId of the task call whose subagent made it (absent: the main thread).
   const callOwner = new Map();
   const toolNames = new Map();
+  const toolArguments = new Map();
   let result = null;
   let lastText = '';
   let lastError = null;
@@ -47,6 +52,7 @@ export function digestEvents(events) {
     if (event.type === 'assistant.message') {
       for (const request of data.toolRequests || []) {
         toolNames.set(request.toolCallId, request.name);
+        toolArguments.set(request.toolCallId, request.arguments);
         if (data.parentToolCallId) callOwner.set(request.toolCallId, data.parentToolCallId);
         else mainCalls.push(request);
       }
@@ -68,7 +74,7 @@ export function digestEvents(events) {
     if (event.type === 'session.error' || event.type === 'model.call_failure') lastError = event;
     if (event.type === 'result') result = event;
   }
-  return { mainCalls, results, started, ended, callOwner, toolNames, result, lastText, lastError };
+  return { mainCalls, results, started, ended, callOwner, toolNames, toolArguments, result, lastText, lastError };
 }
 
 /** Copilot's refusal of call `id`, if it refused it: `{reason, detail, inferred}`. */
@@ -109,7 +115,7 @@ export function childrenOf(digest, rootId) {
  * `taskRemoved` says the adapter excluded `task` (delegation depth 0), which
  * makes Copilot's "does not exist" a policy refusal by the adapter's reading.
  */
-export function turnReport(digest, { nameBack = (n) => n, childEffective = () => undefined, taskRemoved = false } = {}) {
+export function turnReport(digest, { nameBack = (n) => n, childEffective = () => undefined, taskRemoved = false, denyRuleReason = () => null } = {}) {
   const first = digest.mainCalls[0];
   if (!first) {
     const failed = !digest.result || (digest.result.exitCode ?? 0) !== 0 || (digest.lastError && !digest.lastText);
@@ -142,7 +148,13 @@ export function turnReport(digest, { nameBack = (n) => n, childEffective = () =>
     };
   }
   const tool = nameBack(first.name);
-  const refusal = refusalOf(digest, first.toolCallId, first.name);
+  let refusal = refusalOf(digest, first.toolCallId, first.name);
+  const ruleReason = refusal && refusal.reason === 'policy_denied' && !refusal.inferred ? denyRuleReason(first.name) : null;
+  if (ruleReason && ruleReason !== 'policy_denied') {
+    // Copilot's words name the deny rule; why the adapter set that rule (a
+    // read-only sandbox) is the adapter's reading.
+    refusal = { ...refusal, reason: ruleReason, inferred: true };
+  }
   const result = digest.results.get(first.toolCallId);
   const toolCall = refusal
     ? { tool, outcome: 'denied', reason: refusal.reason }

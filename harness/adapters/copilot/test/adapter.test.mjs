@@ -9,6 +9,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestEvents, turnReport, childrenOf } from '../lib/mapping.mjs';
 import { copilotToolName } from '../lib/mcp.mjs';
+import { eligibility, asksPerson } from '../adapter.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 // Every store and fake-copilot log a test makes, removed when the tests end.
@@ -113,6 +114,8 @@ test('a root is a Copilot session under the instance id; an allowed spawn is its
   assert.equal(arg(run, '--session-id'), started.instance);
   assert.equal(arg(run, '--prompt'), 'go SPAWN:worker');
   assert.equal(arg(run, '--excluded-tools'), undefined, 'depth 1 keeps the task tool');
+  const settings = JSON.parse(readFileSync(join(store, 'copilot', 'home', '.copilot', 'settings.json'), 'utf8'));
+  assert.deepEqual(settings, { subagents: { maxDepth: 1 } }, 'the depth is Copilot\'s own nesting limit');
   assert.ok(run.argv.includes('--allow-all-tools'));
   observed = (await adapter.request('state/observe')).result.observed;
   const byId = Object.fromEntries(observed.instances.map((i) => [i.id, i]));
@@ -211,11 +214,12 @@ test('a denied or missing tool is Copilot\'s refusal; a model failure is model_f
   const failed = (await adapter.request('instance/turn', { instance: started.instance, input: 'FAIL' })).result;
   assert.equal(failed.turn.reply, 'model_failed');
   assert.match(failed.turn.detail, /503/);
-  for (const method of ['instance/delegate', 'receipt/prepare', 'instance/close', 'instance/fork', 'approval/answer', 'fault/arm']) {
+  for (const method of ['instance/delegate', 'receipt/prepare', 'instance/close', 'instance/fork', 'fault/arm']) {
     assert.equal((await adapter.request(method, {})).error.code, -32601, method);
   }
+  assert.equal((await adapter.request('approval/answer', {})).error.code, -32602, 'answered now, with its parameters checked');
   assert.equal((await adapter.request('host/configure', { auto_approve: true })).error.code, -32001);
-  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: ['shell'], deny: [] } } })).error.code, -32001);
+  assert.equal((await adapter.request('instance/start', { ...root(1), approval_policy: { granular: { ask: [], deny: ['delegation'] } } })).error.code, -32001, 'Copilot cannot refuse delegation by a rule');
   await adapter.close();
 });
 
@@ -248,20 +252,103 @@ test('event mapping: a grandchild\'s parent is the subagent whose turn called ta
   assert.deepEqual(report.inferred, []);
 });
 
-test('on-request: writes run unasked, anything else Copilot asks about is refused by -p itself, which is the adapter\'s gap (-32001), not Copilot\'s refusal', async () => {
+test('on-request: the root is Copilot\'s ACP session; writes run unasked, a call Copilot asks about waits for a person\'s answer, and a second answer is refused', async () => {
   const store = mkdtempSync(join(tmpdir(), 'copilot-adapter-'));
   const log = `${store}.log`;
   const adapter = startAdapter(store, log);
   await adapter.initialize();
   await adapter.request('host/configure', { roles: {} });
   const started = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).result;
+  assert.equal(started.outcome, 'ok');
+  const [acp] = invocations(log);
+  assert.ok(acp.argv.includes('--acp'), 'a root that can ask a person runs as Copilot\'s ACP server');
+  assert.ok(!acp.argv.includes('--output-format'));
+  assert.ok(!acp.argv.includes('--allow-all-tools'));
+  assert.ok(acp.argv.includes('--allow-tool=write'));
+  assert.ok(existsSync(join(store, 'copilot', 'home', '.copilot', 'session-state', started.instance)), 'the instance id is the session ACP made');
+  let observed = (await adapter.request('state/observe')).result.observed;
+  assert.deepEqual(observed.instances[0].inferred, ['ceiling'], 'the session is in Copilot\'s store from the start');
+
   const write = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:create' })).result;
   assert.deepEqual(write.tool_call, { tool: 'create', outcome: 'executed', result: 'ran create' });
-  const run = invocations(log)[0];
-  assert.ok(!run.argv.includes('--allow-all-tools'));
-  assert.ok(run.argv.includes('--allow-tool=write'));
-  const shell = await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' });
-  assert.equal(shell.error.code, -32001);
-  assert.match(shell.error.message, /no one to ask/);
+  const shell = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' })).result;
+  assert.equal(shell.tool_call.outcome, 'pending_approval');
+  observed = (await adapter.request('state/observe')).result.observed;
+  assert.equal(observed.approvals.length, 1);
+  assert.equal(observed.approvals[0].state, 'pending');
+  assert.deepEqual(observed.inferred, ['approvals'], 'Copilot keeps no approval records');
+  assert.equal(observed.instances[0].state, 'running', 'waiting for the answer');
+  const allowed = (await adapter.request('approval/answer', { request: shell.tool_call.approval, decision: 'allow' })).result;
+  assert.deepEqual(allowed.tool_call, { tool: 'bash', outcome: 'executed', approval: shell.tool_call.approval, result: 'ran bash' });
+  const again = (await adapter.request('approval/answer', { request: shell.tool_call.approval, decision: 'deny' })).result;
+  assert.equal(again.reason, 'event_replayed');
+
+  const second = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' })).result;
+  const rejected = (await adapter.request('approval/answer', { request: second.tool_call.approval, decision: 'deny' })).result;
+  assert.equal(rejected.outcome, 'denied');
+  assert.deepEqual(rejected.tool_call, { tool: 'bash', outcome: 'denied', reason: 'policy_denied', approval: second.tool_call.approval });
+  assert.equal(rejected.inferred, undefined, 'Copilot recorded the person\'s rejection');
+  const third = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:bash' })).result;
   await adapter.close();
+
+  // After a restart Copilot's permission request is gone with its process; the session is loaded again.
+  const restarted = startAdapter(store, log);
+  await restarted.initialize();
+  const lost = (await restarted.request('state/observe')).result.observed.approvals.map((a) => a.id);
+  assert.ok(!lost.includes(third.tool_call.approval), 'Copilot holds no request of a process that ended');
+  assert.ok(lost.includes(second.tool_call.approval), 'a decided request stays in the record');
+  const gone = (await restarted.request('approval/answer', { request: third.tool_call.approval, decision: 'allow' })).result;
+  assert.equal(gone.outcome, 'denied');
+  assert.match(gone.detail, /ended with the copilot --acp process/);
+  const later = (await restarted.request('instance/turn', { instance: started.instance, input: 'CALL:create' })).result;
+  assert.equal(later.tool_call.outcome, 'executed');
+  // A session ACP made that never had a prompt: Copilot cannot load it in a new process.
+  const unprompted = (await restarted.request('instance/start', { ...root(1), approval_policy: 'untrusted' })).result;
+  await restarted.close();
+  const secondRestart = startAdapter(store, log);
+  await secondRestart.initialize();
+  const lostRoot = (await secondRestart.request('instance/turn', { instance: unprompted.instance, input: 'hello' })).result;
+  assert.equal(lostRoot.outcome, 'denied');
+  assert.equal(lostRoot.reason, 'instance_unknown');
+  assert.match(lostRoot.detail, /^Copilot: .*not found/);
+  assert.equal(lostRoot.inferred, undefined, 'Copilot\'s own words');
+  await secondRestart.close();
+});
+
+test('a sealed MCP tool gets an allow rule where the eligibility table runs it, a deny rule where it refuses it, nothing where it asks', () => {
+  const ww = { 'workspace-write': { writable_roots: ['/w/repo'], network: false } };
+  assert.equal(eligibility('read', { sandbox: 'read-only', approval_policy: 'never' }), 'runs');
+  assert.equal(eligibility('file-write', { sandbox: ww, approval_policy: 'on-request' }), 'runs');
+  assert.equal(eligibility('file-write', { sandbox: ww, approval_policy: 'untrusted' }), 'ask');
+  assert.equal(eligibility('file-write', { sandbox: 'read-only', approval_policy: 'on-request' }), 'read_only_context');
+  assert.equal(eligibility('shell', { sandbox: 'read-only', approval_policy: 'untrusted' }), 'read_only_context');
+  assert.equal(eligibility('generic', { sandbox: ww, approval_policy: 'on-request' }), 'ask');
+  assert.equal(eligibility('mcp', { sandbox: 'full-access', approval_policy: 'never' }), 'policy_denied');
+  assert.equal(eligibility('mcp', { sandbox: 'read-only', approval_policy: 'on-request' }), 'ask');
+  assert.equal(eligibility('network', { sandbox: ww, approval_policy: 'on-request' }), 'policy_denied');
+  assert.equal(eligibility('network', { sandbox: 'full-access', approval_policy: 'on-request' }), 'ask');
+  // A granular policy: classes in deny are refused, in ask asked, the rest run.
+  const granular = { granular: { ask: ['shell'], deny: ['mcp'] } };
+  assert.equal(eligibility('mcp', { sandbox: ww, approval_policy: granular }), 'policy_denied');
+  assert.equal(eligibility('shell', { sandbox: ww, approval_policy: granular }), 'ask');
+  assert.equal(eligibility('generic', { sandbox: ww, approval_policy: granular }), 'runs');
+  assert.equal(asksPerson({ approval_policy: granular }), true);
+  assert.equal(asksPerson({ approval_policy: { granular: { ask: [], deny: [] } } }), false, 'nothing to ask: copilot -p');
+  assert.equal(asksPerson({ approval_policy: 'never' }), false);
+});
+
+test('a call Copilot refused by a deny rule the adapter set for a read-only sandbox reports read_only_context, as the adapter\'s reading', () => {
+  const denied = digestEvents([
+    { type: 'assistant.message', data: { content: '', toolRequests: [{ toolCallId: 'c5', name: 'harness-write_file', arguments: {} }] } },
+    { type: 'tool.execution_complete', data: { toolCallId: 'c5', success: false, error: { message: 'denied due to the following rules: `harness(write_file)`', code: 'denied' } } },
+    { type: 'result', exitCode: 0 },
+  ]);
+  const nameBack = (n) => (n === 'harness-write_file' ? 'write_file' : n);
+  const readOnly = turnReport(denied, { nameBack, denyRuleReason: () => 'read_only_context' });
+  assert.deepEqual(readOnly.tool_call, { tool: 'write_file', outcome: 'denied', reason: 'read_only_context' });
+  assert.deepEqual(readOnly.inferred, ['tool_call']);
+  // Control: a deny rule for the policy keeps Copilot's own reason, not inferred.
+  const policy = turnReport(denied, { nameBack, denyRuleReason: () => 'policy_denied' });
+  assert.deepEqual(policy.tool_call, { tool: 'write_file', outcome: 'denied', reason: 'policy_denied' });
+  assert.deepEqual(policy.inferred, []);
 });
