@@ -24,8 +24,11 @@ use delegation_host::mutants::Defect;
 use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::fuzzing::Op;
 use delegation_runner::execute::ExecOptions;
+use delegation_runner::fuzz::reach::Reach;
+use delegation_runner::fuzz::summary::{FuzzFinding, FuzzSummary};
 use delegation_runner::fuzz::{CaseResult, failing_op, run_ops, run_scenario, translate};
 use delegation_runner::{Scenario, exit_code};
+use futures_util::FutureExt;
 
 use sequence::{Generator, Sequence, ShrinkStats, Verdict};
 
@@ -63,6 +66,18 @@ pub struct FuzzArgs {
     /// Upper bound on the time spent shrinking one finding, in seconds.
     #[arg(long, default_value_t = 120, value_name = "SECONDS")]
     pub shrink_time: u64,
+    /// Also write the run's summary (counts, the generator's reach, findings)
+    /// as JSON, which `--merge` reads.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+    /// Fuzz nothing: merge these runs' `--summary` files (a CI matrix's seed
+    /// partitions) into one report, printed, and written as JSON by
+    /// `--summary` and as markdown by `--report`. Repeatable.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["host", "defect", "seed"])]
+    pub merge: Vec<PathBuf>,
+    /// With `--merge`: the merged report as markdown.
+    #[arg(long, value_name = "FILE", requires = "merge")]
+    pub report: Option<PathBuf>,
 }
 
 /// Running totals for the progress line and the summary.
@@ -85,8 +100,36 @@ impl Totals {
     }
 }
 
-/// Shrinks a failing sequence against `launcher`, until the budget runs out or `stop` is set.
+/// The text of a caught panic.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Shrinks a failing sequence against `launcher`, until the budget runs out
+/// or `stop` is set. A panic anywhere in it (the shrinker, the model, the
+/// host in-process, the runner) is caught and returned as an error: the
+/// finding it was shrinking is never lost to it.
 pub async fn shrink_failure(
+    seq: Sequence,
+    fail_at: usize,
+    launcher: &dyn HostLauncher,
+    exec: &ExecOptions,
+    max_time: Duration,
+    stop: &AtomicBool,
+) -> Result<(Vec<Op>, ShrinkStats), String> {
+    std::panic::AssertUnwindSafe(shrink_unguarded(
+        seq, fail_at, launcher, exec, max_time, stop,
+    ))
+    .catch_unwind()
+    .await
+    .map_err(|panic| format!("the shrinker panicked: {}", panic_message(&*panic)))
+}
+
+async fn shrink_unguarded(
     seq: Sequence,
     fail_at: usize,
     launcher: &dyn HostLauncher,
@@ -222,6 +265,8 @@ pub struct Finding {
 /// What a search ran, and the first case that failed.
 pub struct Search {
     pub totals: Totals,
+    /// What the generated cases reached in the model.
+    pub reach: Reach,
     pub finding: Option<Finding>,
     /// The harness itself failed on a case (never a finding about the host).
     pub harness_error: Option<String>,
@@ -244,6 +289,7 @@ pub async fn search(
     let started = Instant::now();
     let mut generator = Generator::new(seed);
     let mut totals = Totals::default();
+    let mut reach = Reach::default();
     let mut finding = None;
     let mut harness_error = None;
     while totals.cases < cases
@@ -252,7 +298,24 @@ pub async fn search(
     {
         let seq = generator.sequence(min_ops, max_ops);
         let ops = seq.ops();
-        let (translation, result) = run_ops(&ops, launcher, exec).await;
+        // A panic in the model, the in-process host or the runner is the
+        // harness's failure, reported with the case that caused it.
+        let (translation, result) =
+            match std::panic::AssertUnwindSafe(run_ops(&ops, launcher, exec))
+                .catch_unwind()
+                .await
+            {
+                Ok(ran) => ran,
+                Err(panic) => {
+                    harness_error = Some(format!(
+                        "the harness panicked on case {} ({ops:?}): {}",
+                        totals.cases + 1,
+                        panic_message(&*panic)
+                    ));
+                    break;
+                }
+            };
+        reach.record(&ops, &translation);
         totals.cases += 1;
         totals.ops += translation.translated_ops as u64;
         totals.steps += translation.scenario.steps.len() as u64;
@@ -282,13 +345,40 @@ pub async fn search(
     totals.elapsed = started.elapsed();
     Search {
         totals,
+        reach,
         finding,
         harness_error,
     }
 }
 
+/// `fuzz --merge`: several runs' summaries as one report.
+fn merge(args: &FuzzArgs) -> anyhow::Result<i32> {
+    let mut merged = FuzzSummary::default();
+    for file in &args.merge {
+        merged.merge(&FuzzSummary::load(file).map_err(anyhow::Error::msg)?);
+    }
+    let markdown = merged.markdown();
+    anstream::println!("{markdown}");
+    if let Some(file) = &args.report {
+        std::fs::write(file, &markdown)
+            .with_context(|| format!("cannot write the merged report {}", file.display()))?;
+    }
+    if let Some(file) = &args.summary {
+        std::fs::write(file, serde_json::to_string_pretty(&merged)? + "\n")
+            .with_context(|| format!("cannot write the merged summary {}", file.display()))?;
+    }
+    Ok(if merged.findings.is_empty() {
+        exit_code::SUCCESS
+    } else {
+        exit_code::VIOLATIONS
+    })
+}
+
 /// The `fuzz` subcommand; the exit code says whether anything was found.
 pub fn fuzz(args: FuzzArgs) -> anyhow::Result<i32> {
+    if !args.merge.is_empty() {
+        return merge(&args);
+    }
     if args.max_ops == 0 {
         bail!("--max-ops must be at least 1");
     }
@@ -369,6 +459,12 @@ async fn fuzz_async(
         bail!("the harness failed, not the host: {message}")
     }
     let mut totals = search.totals;
+    let mut summary = FuzzSummary {
+        host: launcher.describe(),
+        seeds: vec![seed],
+        reach: search.reach,
+        ..FuzzSummary::default()
+    };
     if let Some(finding) = search.finding {
         anstream::println!(
             "case {} failed at operation {} of {} (step {}): {}",
@@ -391,18 +487,26 @@ async fn fuzz_async(
             None,
         )?;
         anstream::println!("written before shrinking: {}", file.display());
-        found = Some((finding.seq, finding.at, file));
+        found = Some((finding.seq, finding.at, file, finding.message));
     }
     let failure = found;
     let fuzz_time = totals.elapsed;
 
     let mut code = exit_code::SUCCESS;
-    if let Some((seq, at, unshrunk)) = failure {
+    if let Some((seq, at, unshrunk, finding_message)) = failure {
         totals.findings = 1;
         code = exit_code::VIOLATIONS;
         let from = seq.len();
+        let unshrunk_message = finding_message.clone();
+        summary.findings.push(FuzzFinding {
+            seed,
+            file: unshrunk.display().to_string(),
+            message: unshrunk_message,
+            operations: from,
+            shrunk_operations: None,
+        });
         anstream::println!("shrinking {from} operations ...");
-        let (ops, stats) = shrink_failure(
+        let shrunk = shrink_failure(
             seq,
             at,
             launcher.as_ref(),
@@ -411,6 +515,16 @@ async fn fuzz_async(
             &stop,
         )
         .await;
+        let (ops, stats) = match shrunk {
+            Ok(shrunk) => shrunk,
+            Err(panic) => {
+                anstream::println!(
+                    "{panic}; the unshrunk finding is kept in {}",
+                    unshrunk.display()
+                );
+                return finish(&args, totals, fuzz_time, summary, &stop, code);
+            }
+        };
         anstream::println!(
             "shrunk {} -> {} operations in {} runs, {:.2} s{}: {ops:?}",
             stats.from,
@@ -445,6 +559,11 @@ async fn fuzz_async(
             run_scenario(&translation.scenario, &ReferenceLauncher::default(), &exec).await;
         anstream::println!("finding: {message}");
         anstream::println!("written: {}", file.display());
+        if let Some(f) = summary.findings.last_mut() {
+            f.file = file.display().to_string();
+            f.message = message.clone();
+            f.shrunk_operations = Some(ops.len());
+        }
         match reference {
             CaseResult::Pass => anstream::println!("the correct reference host passes it"),
             other => anstream::println!(
@@ -464,6 +583,18 @@ async fn fuzz_async(
             args.out.display()
         );
     }
+    finish(&args, totals, fuzz_time, summary, &stop, code)
+}
+
+/// The summary line, the reach, and the `--summary` file.
+fn finish(
+    args: &FuzzArgs,
+    totals: Totals,
+    fuzz_time: Duration,
+    mut summary: FuzzSummary,
+    stop: &AtomicBool,
+    mut code: i32,
+) -> anyhow::Result<i32> {
     let interrupted = stop.load(Ordering::SeqCst);
     if interrupted && totals.findings == 0 {
         // As for an interrupted `run`: the cases asked for did not all run.
@@ -481,5 +612,17 @@ async fn fuzz_async(
         totals.shortened,
         totals.findings
     );
+    anstream::println!("{}", summary.reach.summary());
+    summary.cases = totals.cases;
+    summary.operations = totals.ops;
+    summary.steps = totals.steps;
+    summary.unsupported = totals.unsupported;
+    summary.shortened = totals.shortened;
+    summary.seconds = fuzz_time.as_secs_f64();
+    summary.interrupted = interrupted;
+    if let Some(file) = &args.summary {
+        std::fs::write(file, serde_json::to_string_pretty(&summary)? + "\n")
+            .with_context(|| format!("cannot write the fuzz summary {}", file.display()))?;
+    }
     Ok(code)
 }

@@ -136,3 +136,37 @@ fn the_smoke_run_leaves_out_exactly_the_runner_targets() {
         ".ci/fuzz-smoke's RUNNER_TARGETS must be the targets fuzz/Cargo.toml builds only with the runner feature"
     );
 }
+
+/// OSS-Fuzz and ClusterFuzzLite build the same targets: OSS-Fuzz's build
+/// script runs ClusterFuzzLite's, and both projects are Rust under
+/// AddressSanitizer.
+#[test]
+fn the_oss_fuzz_project_builds_with_the_clusterfuzzlite_script() {
+    let build = read("fuzz/oss-fuzz/build.sh");
+    let runs: Vec<&str> = build
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        runs,
+        ["exec \"$SRC/delegation-harness/.clusterfuzzlite/build.sh\""],
+        "fuzz/oss-fuzz/build.sh must only run the ClusterFuzzLite build"
+    );
+    for project in [
+        "fuzz/oss-fuzz/project.yaml",
+        ".clusterfuzzlite/project.yaml",
+    ] {
+        let text = read(project);
+        assert!(
+            text.lines().any(|l| l.trim() == "language: rust")
+                && text.lines().any(|l| l.trim() == "- address"),
+            "{project}: expected `language: rust` and the address sanitizer"
+        );
+    }
+    let dockerfile = read("fuzz/oss-fuzz/Dockerfile");
+    assert!(
+        dockerfile.contains("base-builder-rust") && dockerfile.contains("COPY build.sh $SRC/"),
+        "fuzz/oss-fuzz/Dockerfile: expected the Rust base builder and build.sh copied to $SRC"
+    );
+}

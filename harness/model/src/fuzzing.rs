@@ -38,9 +38,13 @@ pub enum Op {
         instance: u8,
         marker: u8,
     },
+    /// `arguments` picks one of [`ARGUMENTS`]: equal numbers in another
+    /// RFC 8785 form, paths sharing a prefix or carrying `..`, names that
+    /// normalise alike, so an exact-call grant meets near misses.
     ToolCall {
         instance: u8,
         tool: u8,
+        arguments: u8,
     },
     End {
         instance: u8,
@@ -86,8 +90,12 @@ pub enum Op {
         tool: u8,
         announce: bool,
     },
+    /// Scripts the external authorizer's answers from here on:
+    /// `mode % 5` is allow, deny, replay an earlier receipt id, allow with a
+    /// widening constraint, allow narrowed to read-only. Any one makes the
+    /// whole sequence run with a required authorizer.
     Authorizer {
-        allow: bool,
+        mode: u8,
     },
     /// Delivers event `evt-{event % 4}`: few distinct ids, so replays happen.
     Event {
@@ -97,10 +105,165 @@ pub enum Op {
     Wait {
         instance: u8,
     },
+    /// Strict mode (CE4) for the whole sequence: like the authorizer, a
+    /// setting a scenario carries from its start.
+    Strict,
+    /// The reviewer scores an instance's risk: `low`, `elevated` or `stale`.
+    Score {
+        instance: u8,
+        risk: u8,
+    },
+    /// Issues a task capability to an instance with a canary secret, for a
+    /// task of [`TASKS`], expiring at one of [`CAPABILITY_LIFETIMES`] from now.
+    Issue {
+        agent: u8,
+        task: u8,
+        tools: u8,
+        lifetime: u8,
+    },
+    /// Calls through an issued capability. `binding % 6`: 0 to 2 present
+    /// the task and agent it is bound to, 3 another task (one code point
+    /// off or normalising alike), 4 another agent, 5 a wrong secret;
+    /// `call_id % 3` is none or one of two ids, so retries happen.
+    CapabilityCall {
+        capability: u8,
+        binding: u8,
+        tool: u8,
+        call_id: u8,
+    },
+    /// `what % 3`: revokes a capability, the only exact-call grant, or a receipt.
+    Revoke {
+        what: u8,
+        index: u8,
+    },
+    /// Sets the clock to a pending deadline (a receipt's or capability's
+    /// expiry, the last wait's deadline) one millisecond before, at or after
+    /// it: the boundaries `Clock`'s random steps almost never land on.
+    ClockTo {
+        deadline: u8,
+        offset: u8,
+    },
+}
+
+impl Op {
+    /// Operations that configure the whole sequence (a scenario's setup),
+    /// wherever they stand in it: deleting the operations after a failure
+    /// must keep them.
+    pub fn is_sequence_wide(&self) -> bool {
+        matches!(self, Op::Authorizer { .. } | Op::Strict)
+    }
+
+    /// The variant's name, for reach statistics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Start { .. } => "start",
+            Op::Delegate { .. } => "delegate",
+            Op::Turn { .. } => "turn",
+            Op::ToolCall { .. } => "tool_call",
+            Op::End { .. } => "end",
+            Op::Resume { .. } => "resume",
+            Op::Fork { .. } => "fork",
+            Op::Answer { .. } => "answer",
+            Op::Auto { .. } => "auto",
+            Op::Prepare { .. } => "prepare",
+            Op::Consume { .. } => "consume",
+            Op::Clock { .. } => "clock",
+            Op::Fault { .. } => "fault",
+            Op::Restart => "restart",
+            Op::ChangeTool { .. } => "change_tool",
+            Op::RemoveTool { .. } => "remove_tool",
+            Op::Authorizer { .. } => "authorizer",
+            Op::Event { .. } => "event",
+            Op::Wait { .. } => "wait",
+            Op::Strict => "strict",
+            Op::Score { .. } => "score",
+            Op::Issue { .. } => "issue",
+            Op::CapabilityCall { .. } => "capability_call",
+            Op::Revoke { .. } => "revoke",
+            Op::ClockTo { .. } => "clock_to",
+        }
+    }
+
+    /// Every variant's [`Op::kind`], in declaration order.
+    pub const KINDS: [&'static str; OP_VARIANTS as usize] = [
+        "start",
+        "delegate",
+        "turn",
+        "tool_call",
+        "end",
+        "resume",
+        "fork",
+        "answer",
+        "auto",
+        "prepare",
+        "consume",
+        "clock",
+        "fault",
+        "restart",
+        "change_tool",
+        "remove_tool",
+        "authorizer",
+        "event",
+        "wait",
+        "strict",
+        "score",
+        "issue",
+        "capability_call",
+        "revoke",
+        "clock_to",
+    ];
+}
+
+/// Arguments of generated tool calls. Equal under RFC 8785 (`1`, `1.0`), or differing in one code point, in a path's prefix or in `..`:
+/// what an exact-call grant must tell apart or must not.
+pub fn arguments(i: u8) -> Value {
+    let forms = [
+        r#"{"n":0}"#,
+        r#"{"n":1}"#,
+        r#"{"n":1.0}"#,
+        r#"{"path":"/w/repo/a"}"#,
+        r#"{"path":"/w/repo2/a"}"#,
+        r#"{"path":"/w/repo/../repo2/a"}"#,
+        r#"{"name":"caf\u00e9"}"#,
+        r#"{"name":"cafe\u0301"}"#,
+    ];
+    serde_json::from_str(forms[i as usize % forms.len()]).expect("a literal JSON object")
+}
+
+/// Tasks of issued capabilities: two distinct, one a code point away from
+/// the first, one normalising to the third (NFC and NFD of the same text).
+pub const TASKS: [&str; 4] = ["task-a", "task-b", "task-\u{e1}", "task-a\u{301}"];
+
+/// Lifetimes of issued capabilities: expired at once, one millisecond, a
+/// second, a minute.
+pub const CAPABILITY_LIFETIMES: [Millis; 4] = [0, 1, 1_000, 60_000];
+
+/// Roles a delegation asks for: one without a default, one with a read-only
+/// default, and a name one code point away from a configured one (NFD of a
+/// configured NFC name), which has no default.
+pub const ROLES: [&str; 4] = ["worker", "reviewer", "r\u{e9}viewer", "re\u{301}viewer"];
+
+/// The role defaults every fuzzed host is configured with (CE3).
+pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
+    let read_only = AuthorityRequest {
+        sandbox: Some(Sandbox::ReadOnly),
+        ..AuthorityRequest::default()
+    };
+    [
+        ("reviewer".to_string(), read_only.clone()),
+        (
+            "r\u{e9}viewer".to_string(),
+            AuthorityRequest {
+                tools: Some(vec!["probe.read".to_string()]),
+                ..read_only
+            },
+        ),
+    ]
+    .into()
 }
 
 /// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
-const OP_VARIANTS: u64 = 19;
+const OP_VARIANTS: u64 = 25;
 
 /// Longest sequence one fuzz input is decoded into. Checking every invariant
 /// over the whole history after every step costs quadratic time; 48 steps
@@ -145,7 +308,7 @@ fn tool_subset(mask: u8) -> Vec<String> {
 
 fn spawn_request(sandbox_choice: Option<u8>, tools: Option<u8>, role: u8) -> SpawnRequest {
     SpawnRequest {
-        role: ["worker", "reviewer"][role as usize % 2].into(),
+        role: ROLES[role as usize % ROLES.len()].into(),
         task: "CHILD_TASK".into(),
         authority: AuthorityRequest {
             sandbox: sandbox_choice.map(sandbox),
@@ -158,8 +321,50 @@ fn spawn_request(sandbox_choice: Option<u8>, tools: Option<u8>, role: u8) -> Spa
     }
 }
 
+/// Risk scores the reviewer gives.
+pub const RISKS: [&str; 3] = ["low", "elevated", "stale"];
+
+/// The secret a capability call presents when it presents the wrong one.
+pub const WRONG_SECRET: &str = "not-the-issued-secret";
+
+/// The external authorizer's answer for an `Authorizer` operation's mode.
+pub fn authorizer_behaviour(mode: u8) -> AuthorizerBehaviour {
+    match mode % 5 {
+        0 => AuthorizerBehaviour::Allow,
+        1 => AuthorizerBehaviour::Deny,
+        2 => AuthorizerBehaviour::ReplayedReceipt,
+        3 => AuthorizerBehaviour::AllowWidening,
+        _ => AuthorizerBehaviour::AllowNarrowed {
+            constraint: AuthorityRequest {
+                sandbox: Some(Sandbox::ReadOnly),
+                ..AuthorityRequest::default()
+            },
+        },
+    }
+}
+
+/// The task of [`TASKS`] that differs from `task` by one code point or
+/// only in normalisation.
+fn other_task(task: &str) -> String {
+    let i = TASKS.iter().position(|t| *t == task).unwrap_or(0);
+    TASKS[[3, 0, 3, 2][i]].to_string()
+}
+
 fn pick<T: Clone>(items: &[T], i: u8) -> Option<T> {
     (!items.is_empty()).then(|| items[i as usize % items.len()].clone())
+}
+
+/// The configuration a fuzzed host runs with: role defaults, a 60 s
+/// receipt TTL so that clock steps can expire receipts, and the settings
+/// the sequence-wide operations ask for.
+pub fn fuzz_configuration(authorizer_required: bool, strict_mode: bool) -> Configuration {
+    Configuration {
+        receipt_ttl_ms: 60_000,
+        roles: role_defaults(),
+        authorizer_required,
+        strict_mode,
+        ..Configuration::default()
+    }
 }
 
 /// The world plus what it has handed out so far, to resolve indexes.
@@ -167,6 +372,12 @@ pub struct Driver {
     pub world: World,
     instances: Vec<String>,
     receipts: Vec<(Value, SpawnRequest, String)>,
+    /// Issued capabilities: id, the secret it was issued with, task, agent.
+    capabilities: Vec<(String, String, String, String)>,
+    /// The deadline of the last wait, a boundary for `ClockTo`.
+    last_wait_deadline: Option<Millis>,
+    /// What the last `Authorizer` operation scripted.
+    authorizer: Option<AuthorizerBehaviour>,
     authorizer_on: bool,
     /// `Authorizer { allow: true }` allows with a receipt bound to each
     /// request (children admitted), as the harness's real authorizer does;
@@ -186,10 +397,7 @@ impl Driver {
     /// calls a tool or fails on its markers, and a 60 s receipt TTL so that
     /// `Clock` operations can expire receipts.
     pub fn new() -> Driver {
-        Driver::with_configuration(Configuration {
-            receipt_ttl_ms: 60_000,
-            ..Configuration::default()
-        })
+        Driver::with_configuration(fuzz_configuration(false, false))
     }
 
     /// [`Driver::new`] with another host configuration, applied as the first
@@ -232,6 +440,9 @@ impl Driver {
             world,
             instances: vec![],
             receipts: vec![],
+            capabilities: vec![],
+            last_wait_deadline: None,
+            authorizer: None,
             authorizer_on,
             bound_allows: true,
         }
@@ -276,12 +487,50 @@ impl Driver {
                 parent.clone(),
             ));
         }
+        if let (
+            Action::IssueCapability {
+                task,
+                agent,
+                secret: Some(secret),
+                ..
+            },
+            Some(r),
+        ) = (&action, &result)
+            && let Some(token) = &r.capability
+        {
+            self.capabilities.push((
+                token.id.clone(),
+                secret.clone(),
+                task.clone(),
+                agent.clone(),
+            ));
+        }
         self.note(result.as_ref());
     }
 
     fn instance(&self, i: u8) -> String {
         // An id that was never handed out: the host must refuse it, not panic.
         pick(&self.instances, i).unwrap_or_else(|| "inst-missing".into())
+    }
+
+    /// What the last `Authorizer` operation scripted (a replay before any
+    /// allow is scripted as an allow).
+    pub fn authorizer_behaviour(&self) -> Option<&AuthorizerBehaviour> {
+        self.authorizer.as_ref()
+    }
+
+    /// The id of the capability a `CapabilityCall` with this index presents.
+    pub fn capability_id(&self, i: u8) -> Option<String> {
+        pick(&self.capabilities, i).map(|(id, ..)| id)
+    }
+
+    /// An instance other than `id`, or one never issued.
+    fn other_instance(&self, id: &str) -> String {
+        self.instances
+            .iter()
+            .find(|i| *i != id)
+            .cloned()
+            .unwrap_or_else(|| "inst-missing".into())
     }
 
     /// Resolves the operation's indexes against the world as it is now and applies it.
@@ -326,10 +575,14 @@ impl Driver {
                 instance: self.instance(*instance),
                 input: ["hello", "SPAWN", "CALL", "BREAK"][*marker as usize % 4].into(),
             }),
-            Op::ToolCall { instance, tool } => self.act(Action::ToolCall {
+            Op::ToolCall {
+                instance,
+                tool,
+                arguments: a,
+            } => self.act(Action::ToolCall {
                 instance: self.instance(*instance),
                 tool: TOOLS[*tool as usize % 3].into(),
-                arguments: json!({"n": tool % 2}),
+                arguments: arguments(*a),
             }),
             Op::End { instance, how } => {
                 let instance = self.instance(*instance);
@@ -415,7 +668,7 @@ impl Driver {
                 name: TOOLS[*tool as usize % 3].into(),
                 announce: *announce,
             }),
-            Op::Authorizer { allow } => {
+            Op::Authorizer { mode } => {
                 if !self.authorizer_on {
                     self.authorizer_on = true;
                     self.act(Action::Configure(Configuration {
@@ -424,18 +677,30 @@ impl Driver {
                     }));
                 }
                 let now = self.world.state.now;
-                self.world.change(match (*allow, self.bound_allows) {
-                    (true, true) => SimChange::AuthorizerAllows,
+                let behaviour = match authorizer_behaviour(*mode) {
+                    // The harness's replay mode answers a fresh allow while
+                    // it has allowed nothing, and EA4 forbids any child under
+                    // a replay: a replay is scripted only after an allow.
+                    AuthorizerBehaviour::ReplayedReceipt
+                        if !self.world.authorizer_has_allowed() =>
+                    {
+                        AuthorizerBehaviour::Allow
+                    }
+                    behaviour => behaviour,
+                };
+                self.authorizer = Some(behaviour.clone());
+                self.world.change(match (behaviour, self.bound_allows) {
+                    (AuthorizerBehaviour::Deny, _) => SimChange::Authorizer(AuthorizerAnswer::Body(
+                        json!({"version": "1", "decision": "deny"}).to_string(),
+                    )),
                     // A fresh receipt id per answer: replaying one is a different test.
-                    (true, false) => SimChange::Authorizer(AuthorizerAnswer::Body(
+                    (_, false) => SimChange::Authorizer(AuthorizerAnswer::Body(
                         json!({"version": "1", "decision": "allow", "decided_at": now,
                                "receipt": {"id": format!("authz-{now}-{}", self.world.history.len()),
                                            "binding": "unknown", "expires_at": now + 1000}})
                         .to_string(),
                     )),
-                    (false, _) => SimChange::Authorizer(AuthorizerAnswer::Body(
-                        json!({"version": "1", "decision": "deny"}).to_string(),
-                    )),
+                    (behaviour, true) => SimChange::AuthorizerAnswers(behaviour),
                 })
             }
             Op::Event { event, instance } => self.act(Action::DeliverEvent {
@@ -445,10 +710,110 @@ impl Driver {
             }),
             Op::Wait { instance } => {
                 let deadline = self.world.state.now + 1000;
+                self.last_wait_deadline = Some(deadline);
                 self.act(Action::Wait {
                     instance: self.instance(*instance),
                     deadline,
                 })
+            }
+            Op::Strict => {
+                if !self.world.state.config.strict_mode {
+                    self.act(Action::Configure(Configuration {
+                        strict_mode: true,
+                        ..self.world.state.config.clone()
+                    }));
+                }
+            }
+            Op::Score { instance, risk } => self.act(Action::ScoreRisk {
+                instance: self.instance(*instance),
+                risk: RISKS[*risk as usize % RISKS.len()].into(),
+            }),
+            Op::Issue {
+                agent,
+                task,
+                tools,
+                lifetime,
+            } => {
+                let n = self.capabilities.len();
+                self.act(Action::IssueCapability {
+                    task: TASKS[*task as usize % TASKS.len()].into(),
+                    agent: self.instance(*agent),
+                    tools: tool_subset(*tools | 1),
+                    expires_at: self.world.state.now
+                        + CAPABILITY_LIFETIMES[*lifetime as usize % CAPABILITY_LIFETIMES.len()],
+                    // The runner plants its own canary; the model only needs one of its own.
+                    secret: Some(format!("CANARY-fuzz-{n}")),
+                })
+            }
+            Op::CapabilityCall {
+                capability,
+                binding,
+                tool,
+                call_id,
+            } => {
+                let Some((_, secret, task, agent)) = pick(&self.capabilities, *capability) else {
+                    return;
+                };
+                let (secret, task, agent) = match binding % 6 {
+                    3 => (secret, other_task(&task), agent),
+                    4 => (secret, task, self.other_instance(&agent)),
+                    5 => (WRONG_SECRET.to_string(), task, agent),
+                    _ => (secret, task, agent),
+                };
+                self.act(Action::CapabilityCall {
+                    secret,
+                    task,
+                    agent,
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*tool / 3),
+                    call_id: ["c0", "c1"]
+                        .get(*call_id as usize % 3)
+                        .map(|c| c.to_string()),
+                })
+            }
+            Op::Revoke { what, index } => match what % 3 {
+                0 => {
+                    if let Some((id, ..)) = pick(&self.capabilities, *index) {
+                        self.act(Action::RevokeCapability { capability: id })
+                    }
+                }
+                1 => {
+                    // The runner names a grant only as the host's latest, so
+                    // only a sole grant is revoked: no order to agree on.
+                    let grants: Vec<String> = self.world.state.grants.keys().cloned().collect();
+                    if let [grant] = grants.as_slice() {
+                        self.act(Action::RevokeGrant {
+                            grant: grant.clone(),
+                        })
+                    }
+                }
+                _ => {
+                    if let Some((receipt, ..)) = pick(&self.receipts, *index)
+                        && let Some(id) = receipt["id"].as_str()
+                    {
+                        self.act(Action::RevokeReceipt { receipt: id.into() })
+                    }
+                }
+            },
+            Op::ClockTo { deadline, offset } => {
+                let state = &self.world.state;
+                let mut deadlines: Vec<Millis> = state
+                    .receipts
+                    .values()
+                    .map(|r| r.receipt.expires_at)
+                    .chain(state.capabilities.values().map(|c| c.capability.expires_at))
+                    .chain(self.last_wait_deadline)
+                    .collect();
+                deadlines.sort_unstable();
+                deadlines.dedup();
+                let Some(at) = pick(&deadlines, *deadline) else {
+                    return;
+                };
+                let now = (at + (offset % 3) as Millis).saturating_sub(1);
+                // The clock only moves forward.
+                if now > state.now {
+                    self.act(Action::SetClock { now })
+                }
             }
         }
     }
@@ -498,7 +863,11 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
                 (1, f)
             }
             Op::Turn { instance, marker } => (2, vec![*instance, *marker]),
-            Op::ToolCall { instance, tool } => (3, vec![*instance, *tool]),
+            Op::ToolCall {
+                instance,
+                tool,
+                arguments,
+            } => (3, vec![*instance, *tool, *arguments]),
             Op::End { instance, how } => (4, vec![*instance, *how]),
             Op::Resume { instance } => (5, vec![*instance]),
             Op::Fork { instance } => (6, vec![*instance]),
@@ -515,9 +884,25 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
             Op::Restart => (13, vec![]),
             Op::ChangeTool { tool, announce } => (14, vec![*tool, *announce as u8]),
             Op::RemoveTool { tool, announce } => (15, vec![*tool, *announce as u8]),
-            Op::Authorizer { allow } => (16, vec![*allow as u8]),
+            Op::Authorizer { mode } => (16, vec![*mode]),
             Op::Event { event, instance } => (17, vec![*event, *instance]),
             Op::Wait { instance } => (18, vec![*instance]),
+            Op::Strict => (19, vec![]),
+            Op::Score { instance, risk } => (20, vec![*instance, *risk]),
+            Op::Issue {
+                agent,
+                task,
+                tools,
+                lifetime,
+            } => (21, vec![*agent, *task, *tools, *lifetime]),
+            Op::CapabilityCall {
+                capability,
+                binding,
+                tool,
+                call_id,
+            } => (22, vec![*capability, *binding, *tool, *call_id]),
+            Op::Revoke { what, index } => (23, vec![*what, *index]),
+            Op::ClockTo { deadline, offset } => (24, vec![*deadline, *offset]),
         };
         // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
         // little-endian u32 tag; the smallest tag mapping to `index` is exact.
@@ -684,6 +1069,7 @@ mod tests {
                     Op::ToolCall {
                         instance: 0,
                         tool: 1,
+                        arguments: 1,
                     },
                 ],
             ),
@@ -714,6 +1100,7 @@ mod tests {
                     Op::ToolCall {
                         instance: 0,
                         tool: 1,
+                        arguments: 1,
                     },
                     Op::Fault { point: 6, times: 0 },
                     Op::Answer {
@@ -728,6 +1115,7 @@ mod tests {
                     Op::ToolCall {
                         instance: 0,
                         tool: 1,
+                        arguments: 1,
                     },
                 ],
             ),
@@ -767,7 +1155,7 @@ mod tests {
                         policy: 0,
                         tools: 7,
                     },
-                    Op::Authorizer { allow: true },
+                    Op::Authorizer { mode: 0 },
                     Op::Delegate {
                         parent: 0,
                         sandbox: Some(0),
@@ -786,7 +1174,7 @@ mod tests {
                         tool: 0,
                         announce: true,
                     },
-                    Op::Authorizer { allow: false },
+                    Op::Authorizer { mode: 1 },
                     Op::Turn {
                         instance: 0,
                         marker: 1,
@@ -830,6 +1218,132 @@ mod tests {
                 ],
             ),
         ]
+    }
+
+    /// The families added for reach: capabilities at their expiry, risk
+    /// scores, exact-call grants on near-miss arguments, authorizer modes,
+    /// strict mode and role defaults.
+    fn reach_seed() -> Vec<Op> {
+        vec![
+            Op::Strict,
+            Op::Start {
+                sandbox: 1,
+                policy: 1,
+                tools: 7,
+            },
+            Op::Score {
+                instance: 0,
+                risk: 1,
+            },
+            Op::Issue {
+                agent: 0,
+                task: 0,
+                tools: 1,
+                lifetime: 2,
+            },
+            Op::CapabilityCall {
+                capability: 0,
+                binding: 0,
+                tool: 0,
+                call_id: 1,
+            },
+            Op::CapabilityCall {
+                capability: 0,
+                binding: 0,
+                tool: 0,
+                call_id: 1,
+            },
+            Op::CapabilityCall {
+                capability: 0,
+                binding: 3,
+                tool: 0,
+                call_id: 0,
+            },
+            Op::ClockTo {
+                deadline: 0,
+                offset: 1,
+            },
+            Op::CapabilityCall {
+                capability: 0,
+                binding: 0,
+                tool: 0,
+                call_id: 0,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+                arguments: 1,
+            },
+            Op::Answer {
+                approval: 0,
+                decision: 2,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+                arguments: 2,
+            },
+            Op::ToolCall {
+                instance: 0,
+                tool: 2,
+                arguments: 5,
+            },
+            Op::Revoke { what: 1, index: 0 },
+            Op::Authorizer { mode: 0 },
+            Op::Delegate {
+                parent: 0,
+                sandbox: None,
+                tools: None,
+                role: 1,
+            },
+            Op::Authorizer { mode: 2 },
+            Op::Delegate {
+                parent: 0,
+                sandbox: None,
+                tools: None,
+                role: 3,
+            },
+            Op::Authorizer { mode: 3 },
+            Op::Delegate {
+                parent: 0,
+                sandbox: Some(0),
+                tools: None,
+                role: 2,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_reach_seed_meets_its_boundaries_and_keeps_every_invariant() {
+        let bytes = committed_seed(
+            "model_sequence",
+            "reach_families",
+            &encode_ops(&reach_seed()),
+        );
+        assert_eq!(decode_ops(&bytes), reach_seed());
+        fuzz_model_sequence(&bytes);
+        let mut d = Driver::new();
+        let mut reasons = Vec::new();
+        for op in reach_seed() {
+            let from = d.world.history.len();
+            d.step(&op);
+            for e in &d.world.history[from..] {
+                if let StepKind::Action { result: Ok(r), .. } = &e.kind {
+                    reasons.extend(r.reason);
+                }
+            }
+        }
+        assert!(d.world.state.config.strict_mode && d.world.state.config.authorizer_required);
+        // The retry with the same call id, the near-miss task, and the call at the expiry.
+        assert!(reasons.contains(&DenyReason::EventReplayed), "{reasons:?}");
+        assert!(
+            reasons.contains(&DenyReason::CapabilityDenied),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons.contains(&DenyReason::AuthorizerReplay),
+            "{reasons:?}"
+        );
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct AuthorizerCall<'a> {
     pub request: &'a Value,
     /// The admission's request commitment, which an allowing receipt binds.
     pub commitment: &'a str,
+    /// The spawn request admitted, for an interpreter that answers as a
+    /// scripted authorizer does (a widening constraint widens it).
+    pub spawn: &'a SpawnRequest,
     pub now: Millis,
 }
 
@@ -381,6 +384,7 @@ async fn authorize(
             .authorize(AuthorizerCall {
                 request: &request,
                 commitment: &admission.commitment,
+                spawn: &admission.request,
                 now: state.now,
             })
             .await

@@ -49,6 +49,12 @@ pub enum SimChange {
     /// it, as the harness's scripted authorizer does in its `allow` mode: an
     /// answer that depends on the request, which a fixed body cannot be.
     AuthorizerAllows,
+    /// The authorizer answers every request as the harness's scripted
+    /// authorizer does in this mode, bound to the request it answers: the
+    /// allows (plain, narrowed, widening), a replayed receipt id, an expired
+    /// or mismatched receipt, an unsupported version. Other modes answer
+    /// the same whatever is asked: script them with [`SimChange::Authorizer`].
+    AuthorizerAnswers(AuthorizerBehaviour),
     /// Announce `notifications/tools/list_changed` alone, apart from a change.
     AnnounceListChanged,
 }
@@ -60,10 +66,13 @@ pub struct World {
     pub tools: LiveTools,
     pub replies: Vec<(String, SimReply)>,
     pub authorizer: AuthorizerAnswer,
-    /// Set by [`SimChange::AuthorizerAllows`]: `authorizer` is then unused.
-    authorizer_allows: bool,
+    /// Set by [`SimChange::AuthorizerAllows`] and [`SimChange::AuthorizerAnswers`]:
+    /// `authorizer` is then unused.
+    authorizer_answers: Option<AuthorizerBehaviour>,
     /// Receipts the allowing authorizer issued, for fresh ids.
     authorizer_issued: u64,
+    /// The id of its last allow's receipt, which a replay repeats.
+    authorizer_last_receipt: Option<String>,
     pub history: Vec<HistoryEntry>,
     list_changed_pending: bool,
     evidence: Evidence,
@@ -85,8 +94,9 @@ impl World {
                 .collect(),
             replies,
             authorizer: AuthorizerAnswer::Unavailable("no authorizer scripted".into()),
-            authorizer_allows: false,
+            authorizer_answers: None,
             authorizer_issued: 0,
+            authorizer_last_receipt: None,
             history: Vec::new(),
             list_changed_pending: false,
             evidence: Evidence::default(),
@@ -149,9 +159,12 @@ impl World {
             }
             SimChange::Authorizer(answer) => {
                 self.authorizer = answer;
-                self.authorizer_allows = false;
+                self.authorizer_answers = None;
             }
-            SimChange::AuthorizerAllows => self.authorizer_allows = true,
+            SimChange::AuthorizerAllows => {
+                self.authorizer_answers = Some(AuthorizerBehaviour::Allow)
+            }
+            SimChange::AuthorizerAnswers(behaviour) => self.authorizer_answers = Some(behaviour),
             SimChange::AnnounceListChanged => self.list_changed_pending = true,
         }
         if self.list_changed_pending {
@@ -172,6 +185,13 @@ impl World {
                 observed: Some(observed.clone()),
             });
         }
+    }
+
+    /// Whether the scripted authorizer has answered an allow yet: its replay
+    /// mode repeats the last allow's receipt id, and answers a fresh allow
+    /// when there is none.
+    pub fn authorizer_has_allowed(&self) -> bool {
+        self.authorizer_last_receipt.is_some()
     }
 
     /// A restart: the state is rebuilt from what the journal committed.
@@ -238,8 +258,9 @@ impl World {
             live: live.clone(),
             replies: &self.replies,
             authorizer: &self.authorizer,
-            authorizer_allows: self.authorizer_allows,
+            authorizer_answers: self.authorizer_answers.as_ref(),
             authorizer_issued: &mut self.authorizer_issued,
+            authorizer_last_receipt: &mut self.authorizer_last_receipt,
             list_changed_pending: &mut self.list_changed_pending,
             evidence: &mut self.evidence,
         };
@@ -269,8 +290,9 @@ struct SimObservers<'w> {
     live: Arc<LiveTools>,
     replies: &'w [(String, SimReply)],
     authorizer: &'w AuthorizerAnswer,
-    authorizer_allows: bool,
+    authorizer_answers: Option<&'w AuthorizerBehaviour>,
     authorizer_issued: &'w mut u64,
+    authorizer_last_receipt: &'w mut Option<String>,
     list_changed_pending: &'w mut bool,
     evidence: &'w mut Evidence,
 }
@@ -329,17 +351,16 @@ impl Effects for SimObservers<'_> {
 
     fn authorize<'a>(&'a mut self, call: AuthorizerCall<'a>) -> Effect<'a, AuthorizerAnswer> {
         self.evidence.authorizer_calls += 1;
-        let answer = if self.authorizer_allows {
-            *self.authorizer_issued += 1;
-            let now = call.now;
-            AuthorizerAnswer::Body(
-                json!({"version": "1", "decision": "allow", "decided_at": now,
-                       "receipt": {"id": format!("authz-sim-{}", self.authorizer_issued),
-                                   "binding": call.commitment, "expires_at": now + 60_000}})
-                .to_string(),
+        let answer = match self.authorizer_answers {
+            Some(behaviour) => authorizer_reply(
+                behaviour,
+                call.commitment,
+                call.spawn,
+                call.now,
+                (self.authorizer_issued, self.authorizer_last_receipt),
             )
-        } else {
-            self.authorizer.clone()
+            .unwrap_or_else(|| self.authorizer.clone()),
+            None => self.authorizer.clone(),
         };
         Box::pin(std::future::ready(answer))
     }
@@ -353,6 +374,56 @@ pub fn sample_tool(name: &str, class: &str) -> Value {
         "inputSchema": {"type": "object"},
         "annotations": {"x-delegation-class": class},
     })
+}
+
+/// What the harness's scripted authorizer answers in `behaviour` to a
+/// request with this digest (`observers::authorizer`, `reply_for`), with its
+/// count of receipts issued and its last allow's receipt id; `None` for the
+/// modes whose answer does not depend on the request.
+fn authorizer_reply(
+    behaviour: &AuthorizerBehaviour,
+    binding: &str,
+    request: &SpawnRequest,
+    now: Millis,
+    (issued, last_receipt): (&mut u64, &mut Option<String>),
+) -> Option<AuthorizerAnswer> {
+    *issued += 1;
+    let fresh = format!("authz-sim-{issued}");
+    let mut id = fresh.clone();
+    let mut binding = binding.to_string();
+    let (mut expires_at, mut version, mut constraints) = (now + 60_000, "1", None);
+    match behaviour {
+        AuthorizerBehaviour::Allow => {}
+        AuthorizerBehaviour::AllowNarrowed { constraint } => constraints = Some(constraint.clone()),
+        AuthorizerBehaviour::AllowWidening => {
+            constraints = Some(crate::authority::AuthorityRequest {
+                sandbox: Some(crate::authority::Sandbox::FullAccess),
+                ..request.authority.clone()
+            })
+        }
+        AuthorizerBehaviour::ReplayedReceipt => id = last_receipt.clone().unwrap_or(fresh),
+        AuthorizerBehaviour::ExpiredReceipt => expires_at = now,
+        AuthorizerBehaviour::MismatchedReceipt => {
+            binding = crate::digest::sha256_hex(format!("not:{binding}").as_bytes())
+        }
+        AuthorizerBehaviour::UnsupportedVersion => version = "99",
+        AuthorizerBehaviour::Deny => {
+            return Some(AuthorizerAnswer::Body(
+                json!({"version": "1", "decision": "deny", "decided_at": now}).to_string(),
+            ));
+        }
+        AuthorizerBehaviour::Timeout
+        | AuthorizerBehaviour::Unavailable
+        | AuthorizerBehaviour::Malformed
+        | AuthorizerBehaviour::LateAllow => return None,
+    }
+    *last_receipt = Some(id.clone());
+    let mut body = json!({"version": version, "decision": "allow", "decided_at": now,
+                          "receipt": {"id": id, "binding": binding, "expires_at": expires_at}});
+    if let Some(c) = constraints {
+        body["constraints"] = serde_json::to_value(c).expect("an authority request serialises");
+    }
+    Some(AuthorizerAnswer::Body(body.to_string()))
 }
 
 #[cfg(test)]

@@ -32,7 +32,13 @@ fn op_strategy() -> BoxedStrategy<Op> {
                 role
             }),
         (any::<u8>(), any::<u8>()).prop_map(|(instance, marker)| Op::Turn { instance, marker }),
-        (any::<u8>(), any::<u8>()).prop_map(|(instance, tool)| Op::ToolCall { instance, tool }),
+        (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(instance, tool, arguments)| {
+            Op::ToolCall {
+                instance,
+                tool,
+                arguments,
+            }
+        }),
         (any::<u8>(), any::<u8>()).prop_map(|(instance, how)| Op::End { instance, how }),
         any::<u8>().prop_map(|instance| Op::Resume { instance }),
         any::<u8>().prop_map(|instance| Op::Fork { instance }),
@@ -52,9 +58,29 @@ fn op_strategy() -> BoxedStrategy<Op> {
         Just(Op::Restart),
         (any::<u8>(), any::<bool>()).prop_map(|(tool, announce)| Op::ChangeTool { tool, announce }),
         (any::<u8>(), any::<bool>()).prop_map(|(tool, announce)| Op::RemoveTool { tool, announce }),
-        any::<bool>().prop_map(|allow| Op::Authorizer { allow }),
+        any::<u8>().prop_map(|mode| Op::Authorizer { mode }),
         (0u8..4, any::<u8>()).prop_map(|(event, instance)| Op::Event { event, instance }),
         any::<u8>().prop_map(|instance| Op::Wait { instance }),
+        Just(Op::Strict),
+        (any::<u8>(), any::<u8>()).prop_map(|(instance, risk)| Op::Score { instance, risk }),
+        (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(
+            |(agent, task, tools, lifetime)| Op::Issue {
+                agent,
+                task,
+                tools,
+                lifetime
+            }
+        ),
+        (any::<u8>(), any::<u8>(), any::<u8>(), any::<u8>()).prop_map(
+            |(capability, binding, tool, call_id)| Op::CapabilityCall {
+                capability,
+                binding,
+                tool,
+                call_id
+            }
+        ),
+        (any::<u8>(), any::<u8>()).prop_map(|(what, index)| Op::Revoke { what, index }),
+        (any::<u8>(), any::<u8>()).prop_map(|(deadline, offset)| Op::ClockTo { deadline, offset }),
     ]
     .boxed()
 }

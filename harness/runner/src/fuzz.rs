@@ -5,7 +5,9 @@
 //! so the translation, the single-case runner and the parser checks build
 //! and are tested on stable.
 
+pub mod reach;
 pub mod scenario;
+pub mod summary;
 pub mod translate;
 
 use delegation_host::HostLauncher;
@@ -188,6 +190,7 @@ mod tests {
             Op::ToolCall {
                 instance: 0,
                 tool: 2,
+                arguments: 0,
             },
         ];
         let t = passes(&ops).await;
@@ -264,6 +267,7 @@ mod tests {
             Op::ToolCall {
                 instance: 0,
                 tool: 2,
+                arguments: 0,
             },
         ];
         for _ in 0..3 {
@@ -297,6 +301,7 @@ mod tests {
             Op::ToolCall {
                 instance: 0,
                 tool: 2,
+                arguments: 0,
             },
         ];
         let t = passes(&ops).await;
@@ -312,14 +317,14 @@ mod tests {
                 policy: 2,
                 tools: 1,
             },
-            Op::Authorizer { allow: true },
+            Op::Authorizer { mode: 0 },
             Op::Delegate {
                 parent: 0,
                 sandbox: None,
                 tools: None,
                 role: 0,
             },
-            Op::Authorizer { allow: false },
+            Op::Authorizer { mode: 1 },
             Op::Delegate {
                 parent: 0,
                 sandbox: None,
@@ -364,6 +369,7 @@ mod tests {
                     Op::ToolCall {
                         instance: 0,
                         tool: 1,
+                        arguments: 1,
                     },
                     Op::Answer {
                         approval: 0,
@@ -409,6 +415,7 @@ mod tests {
                     Op::ToolCall {
                         instance: 0,
                         tool: 2,
+                        arguments: 0,
                     },
                     Op::RemoveTool {
                         tool: 2,
@@ -428,7 +435,7 @@ mod tests {
                         policy: 2,
                         tools: 1,
                     },
-                    Op::Authorizer { allow: true },
+                    Op::Authorizer { mode: 0 },
                     Op::Prepare { parent: 0 },
                     Op::Consume {
                         receipt: 0,
@@ -440,7 +447,7 @@ mod tests {
                         tamper: false,
                         other_parent: false,
                     },
-                    Op::Authorizer { allow: false },
+                    Op::Authorizer { mode: 1 },
                     Op::Delegate {
                         parent: 0,
                         sandbox: None,
@@ -530,6 +537,48 @@ mod tests {
             assert_eq!(t.stopped, None, "{name} translates whole");
             fuzz_reference_host(&bytes);
         }
+    }
+
+    /// Once a crash (issue 23): under `receipt-parent-not-checked` a
+    /// receipt sealed for a parent with three tools, consumed by a parent
+    /// holding one, made the model index the consumer's ceiling by a tool
+    /// it does not hold, and the shrinker died with the finding. The mutant
+    /// must be caught, with no panic, and the correct host must pass.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_receipt_of_a_wider_parent_consumed_by_another_is_a_finding_not_a_panic() {
+        let ops = [
+            Op::Start {
+                sandbox: 1,
+                policy: 2,
+                tools: 7,
+            },
+            Op::Start {
+                sandbox: 1,
+                policy: 2,
+                tools: 1,
+            },
+            Op::Prepare { parent: 0 },
+            Op::Consume {
+                receipt: 0,
+                tamper: false,
+                other_parent: true,
+            },
+        ];
+        passes(&ops).await;
+        let mutant = delegation_host::ReferenceLauncher {
+            defect: Some(delegation_host::mutants::Defect::ReceiptParentNotChecked),
+        };
+        let (t, result) = run_ops(&ops, &mutant, &exec()).await;
+        let CaseResult::Fail { step, message } = result else {
+            panic!("the mutant is caught: {result:?}");
+        };
+        assert_eq!(failing_op(&t, step), 3, "at the consume: {message}");
+        // The model alone, as the model_sequence target drives it.
+        let mut driver = delegation_model::fuzzing::Driver::new();
+        for op in &ops {
+            driver.step(op);
+        }
+        assert!(driver.violations().is_empty(), "{:?}", driver.violations());
     }
 
     #[test]

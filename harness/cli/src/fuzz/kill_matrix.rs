@@ -17,6 +17,10 @@ use delegation_runner::fuzz::{CaseResult, run_ops};
 use serde_json::json;
 
 use super::{Totals, search, shrink_failure};
+use delegation_runner::fuzz::reach::Reach;
+
+/// A finding this short or shorter reads at a glance (the matrix's goal).
+pub const SHORT: usize = 5;
 
 /// The budgets of one matrix run.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +39,8 @@ pub struct FuzzRow {
     /// `None` for the correct reference host (the control).
     pub defect: Option<Defect>,
     pub totals: Totals,
+    /// What the row's cases reached in the model.
+    pub reach: Reach,
     pub found: Option<FoundRow>,
     /// The harness itself failed on a case: the row says nothing about the host.
     pub harness_error: Option<String>,
@@ -91,12 +97,14 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
         return FuzzRow {
             defect,
             totals: outcome.totals,
+            reach: outcome.reach,
             found: None,
             harness_error: outcome.harness_error,
         };
     };
     let from_ops = finding.seq.len();
-    let (ops, _) = shrink_failure(
+    let unshrunk = finding.seq.ops();
+    let (ops, replays) = match shrink_failure(
         finding.seq,
         finding.at,
         &launcher,
@@ -104,10 +112,16 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
         budget.shrink,
         &stop,
     )
-    .await;
+    .await
+    {
+        Ok((ops, _)) => (ops, Ok(())),
+        // The finding stands unshrunk; the row says the shrinker failed.
+        Err(panic) => (unshrunk, Err(panic)),
+    };
     let (_, on_mutant) = run_ops(&ops, &launcher, &exec).await;
     let (_, on_correct) = run_ops(&ops, &ReferenceLauncher::default(), &exec).await;
     let replays = match (on_mutant, on_correct) {
+        _ if replays.is_err() => replays,
         (CaseResult::Fail { .. }, CaseResult::Pass) => Ok(()),
         (CaseResult::Fail { .. }, other) => Err(format!(
             "the correct reference host does not pass the shrunk sequence either: {other:?}"
@@ -119,6 +133,7 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
     FuzzRow {
         defect,
         totals: outcome.totals.clone(),
+        reach: outcome.reach,
         found: Some(FoundRow {
             after,
             from_ops,
@@ -134,15 +149,26 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
 pub fn markdown(rows: &[FuzzRow], budget: Budget) -> String {
     let mutants: Vec<&FuzzRow> = rows.iter().filter(|r| r.defect.is_some()).collect();
     let found = mutants.iter().filter(|r| r.as_it_should_be()).count();
+    let short = mutants
+        .iter()
+        .filter(|r| r.as_it_should_be())
+        .filter(|r| r.found.as_ref().is_some_and(|f| f.shrunk_ops <= SHORT))
+        .count();
+    let mut reach = Reach::default();
+    for row in rows {
+        reach.merge(&row.reach);
+    }
     let mut out = format!(
         "## Fuzz kill matrix\n\nSeed {}, up to {:.0} s to find and {:.0} s to shrink per host, sequences of up to {} operations, in-process. \
-         {found} of {} mutants found, shrunk and replayed.\n\n\
+         {found} of {} mutants found, shrunk and replayed; {short} of them shrunk to at most {SHORT} operations.\n\n\
+         Generator {}.\n\n\
          | host | found | after | cases | operations (found -> shrunk) | replays | first divergence |\n|---|---|---|---|---|---|---|\n",
         budget.seed,
         budget.find.as_secs_f64(),
         budget.shrink.as_secs_f64(),
         budget.max_ops,
-        mutants.len()
+        mutants.len(),
+        reach.summary()
     );
     for row in rows {
         let cells = match &row.found {
@@ -193,6 +219,7 @@ pub fn json_report(rows: &[FuzzRow], budget: Budget) -> String {
                 "defect": r.defect.map(Defect::name),
                 "cases": r.totals.cases,
                 "operations": r.totals.ops,
+                "reach": r.reach,
                 "as_it_should_be": r.as_it_should_be(),
                 "harness_error": r.harness_error,
                 "found": r.found.as_ref().map(|f| json!({

@@ -18,10 +18,12 @@ use proptest::strategy::{BoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 /// One operation. Weights favour what builds state (start, delegate, turn,
-/// tool call); the authorizer is rarer because the first `Authorizer` makes
-/// the whole sequence run with a required authorizer (children are admitted
-/// only while it allows). The order matters for shrinking: a union
-/// simplifies towards its earlier alternatives.
+/// tool call); the sequence-wide operations (authorizer, strict mode) are
+/// rare because one of them anywhere sets the whole sequence's
+/// configuration. Each family of the model's decisions has operations of
+/// its own (capabilities, risk scores, exact-call grants and revocations,
+/// authorizer modes), and `ClockTo` lands on deadlines exactly. The order
+/// matters for shrinking: a union simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
     let u = any::<u8>;
@@ -33,26 +35,35 @@ pub fn op() -> BoxedStrategy<Op> {
             tools: t.0.then_some(t.1),
             role,
         }),
-        10 => (u(), u()).prop_map(|(instance, marker)| Op::Turn { instance, marker }),
-        10 => (u(), u()).prop_map(|(instance, tool)| Op::ToolCall { instance, tool }),
-        6 => (u(), u()).prop_map(|(instance, how)| Op::End { instance, how }),
+        9 => (u(), u()).prop_map(|(instance, marker)| Op::Turn { instance, marker }),
+        10 => (u(), u(), u()).prop_map(|(instance, tool, arguments)| Op::ToolCall { instance, tool, arguments }),
+        5 => (u(), u()).prop_map(|(instance, how)| Op::End { instance, how }),
         3 => u().prop_map(|instance| Op::Resume { instance }),
         3 => u().prop_map(|instance| Op::Fork { instance }),
-        6 => (u(), u()).prop_map(|(approval, decision)| Op::Answer { approval, decision }),
+        7 => (u(), u()).prop_map(|(approval, decision)| Op::Answer { approval, decision }),
         4 => b().prop_map(|enabled| Op::Auto { enabled }),
         4 => u().prop_map(|parent| Op::Prepare { parent }),
         5 => (u(), b(), b()).prop_map(|(receipt, tamper, other_parent)| Op::Consume { receipt, tamper, other_parent }),
         3 => any::<u32>().prop_map(|advance| Op::Clock { advance }),
-        5 => (u(), u()).prop_map(|(point, times)| Op::Fault { point, times }),
-        4 => Just(Op::Restart),
+        4 => (u(), u()).prop_map(|(point, times)| Op::Fault { point, times }),
+        3 => Just(Op::Restart),
         3 => (u(), b()).prop_map(|(tool, announce)| Op::ChangeTool { tool, announce }),
         2 => (u(), b()).prop_map(|(tool, announce)| Op::RemoveTool { tool, announce }),
-        2 => b().prop_map(|allow| Op::Authorizer { allow }),
+        2 => u().prop_map(|mode| Op::Authorizer { mode }),
         3 => (u(), u()).prop_map(|(event, instance)| Op::Event { event, instance }),
         3 => u().prop_map(|instance| Op::Wait { instance }),
+        1 => Just(Op::Strict),
+        4 => (u(), u()).prop_map(|(instance, risk)| Op::Score { instance, risk }),
+        5 => (u(), u(), u(), u()).prop_map(|(agent, task, tools, lifetime)| Op::Issue { agent, task, tools, lifetime }),
+        7 => (u(), u(), u(), u()).prop_map(|(capability, binding, tool, call_id)| Op::CapabilityCall { capability, binding, tool, call_id }),
+        3 => (u(), u()).prop_map(|(what, index)| Op::Revoke { what, index }),
+        4 => (u(), u()).prop_map(|(deadline, offset)| Op::ClockTo { deadline, offset }),
     ]
     .boxed()
 }
+
+/// The longest of the short half of the generated cases.
+pub const SHORT_CASE_OPS: usize = 12;
 
 /// Generates sequences from a seed: the same seed gives the same cases.
 pub struct Generator {
@@ -73,8 +84,21 @@ impl Generator {
         }
     }
 
-    /// A sequence of `min_ops` to `max_ops` operations, each with its own value tree.
+    /// A sequence of `min_ops` to `max_ops` operations, each with its own
+    /// value tree. Half the cases are at most [`SHORT_CASE_OPS`] long: most
+    /// defects need a handful of operations in the right order, and a short
+    /// case runs several times as fast, so they are met sooner; the long
+    /// half builds the deep states.
     pub fn sequence(&mut self, min_ops: usize, max_ops: usize) -> Sequence {
+        let short = any::<bool>()
+            .new_tree(&mut self.runner)
+            .expect("a bool always generates")
+            .current();
+        let max_ops = if short {
+            max_ops.min(SHORT_CASE_OPS).max(min_ops)
+        } else {
+            max_ops
+        };
         let len = (min_ops.clamp(1, max_ops.max(1))..=max_ops.max(1))
             .new_tree(&mut self.runner)
             .expect("a range always generates")
@@ -138,15 +162,16 @@ pub struct ShrinkStats {
 }
 
 /// Drops the operations after the failing one, which cannot matter, except
-/// `Authorizer` operations: any one of them makes the whole scenario run with
-/// a required authorizer (its configuration is sent from the start), so
-/// dropping it would change the steps before the failure too. Kept in
+/// the sequence-wide ones ([`Op::is_sequence_wide`]): any `Authorizer` makes
+/// the whole scenario run with a required authorizer and any `Strict` in
+/// strict mode (configured from the start), so dropping one would change
+/// the steps before the failure too. Kept in
 /// order, they can still be deleted like any other operation.
 fn cut_after(trees: &mut Vec<Box<dyn ValueTree<Value = Op>>>, at: usize) {
     let mut index = 0;
     trees.retain(|t| {
         index += 1;
-        index <= at + 1 || matches!(t.current(), Op::Authorizer { .. })
+        index <= at + 1 || t.current().is_sequence_wide()
     });
 }
 
@@ -330,6 +355,62 @@ mod tests {
         );
     }
 
+    /// The generator's reach, measured on the model alone (translation runs
+    /// the model, no host): every operation kind, the decision families the
+    /// issue named, and the boundary deny reasons, within 400 cases of seed 7.
+    /// Not yet within them (rare combinations, left to longer runs): a
+    /// revoked grant (it needs exactly one grant) and an authorizer replay
+    /// (it needs an allow, then the replay mode, then a delegation).
+    #[test]
+    fn the_generator_reaches_every_operation_and_the_decisions_it_was_built_for() {
+        use delegation_runner::fuzz::reach::Reach;
+        use delegation_runner::fuzz::translate;
+        let mut generator = Generator::new(7);
+        let mut reach = Reach::default();
+        let mut short = 0;
+        for _ in 0..400 {
+            let ops = generator.sequence(1, 48).ops();
+            short += (ops.len() <= SHORT_CASE_OPS) as usize;
+            let t = translate(&ops, "fuzz/000-case", "");
+            reach.record(&ops, &t);
+        }
+        eprintln!("{}", reach.summary());
+        assert!(reach.missing_operations().is_empty(), "{}", reach.summary());
+        assert!(
+            short >= 150,
+            "about half the cases are short: {short} of 400"
+        );
+        for decision in [
+            "capability/issue ok",
+            "capability/call ok",
+            "capability/call denied",
+            "capability/revoke ok",
+            "review/score ok",
+            "approval/answer ok",
+            "instance/delegate ok",
+            "instance/delegate denied",
+        ] {
+            assert!(
+                reach.decisions.contains_key(decision),
+                "`{decision}` never decided: {:?}",
+                reach.decisions.keys().collect::<Vec<_>>()
+            );
+        }
+        for reason in [
+            "capability_denied",
+            "receipt_expired",
+            "ceiling_exceeded",
+            "authorizer_denied",
+            "event_replayed",
+        ] {
+            assert!(
+                reach.deny_reasons.contains_key(reason),
+                "`{reason}` never given: {}",
+                reach.summary()
+            );
+        }
+    }
+
     #[test]
     fn cutting_after_the_failure_keeps_the_sequence_wide_authorizer() {
         let turn = Op::Turn {
@@ -340,15 +421,16 @@ mod tests {
             Op::Restart,
             turn.clone(),
             turn.clone(),
-            Op::Authorizer { allow: false },
+            Op::Authorizer { mode: 1 },
             turn.clone(),
+            Op::Strict,
         ];
         let mut trees = Generator::fixed(ops).trees;
         cut_after(&mut trees, 1);
         let left: Vec<Op> = trees.iter().map(|t| t.current()).collect();
         assert_eq!(
             left,
-            [Op::Restart, turn, Op::Authorizer { allow: false }],
+            [Op::Restart, turn, Op::Authorizer { mode: 1 }, Op::Strict],
             "the authorizer after the failure configures the steps before it"
         );
     }

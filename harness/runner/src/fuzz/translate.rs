@@ -16,19 +16,24 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::scenario::{
-    AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, ClockStep, ConsumeReceiptStep,
-    DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef,
-    PrepareReceiptStep, RequestCount, Scenario, ScenarioKind, Setup, SpawnExpect, StartStep, Step,
-    StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep,
-    UNKNOWN_ALIAS, WaitStep,
+    AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, CapabilityCallStep, CapabilityRef,
+    ClockStep, ConsumeReceiptStep, DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect,
+    FaultStep, ForkStep, InstanceRef, IssueCapabilityStep, PrepareReceiptStep, ReceiptRef,
+    RequestCount, RevokeGrantStep, Scenario, ScenarioKind, ScoreRiskStep, Setup, SpawnExpect,
+    StartStep, Step, StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep, ToolServerStep,
+    ToolSpec, TurnStep, UNKNOWN_ALIAS, WaitStep,
 };
-use delegation_model::fuzzing::{Driver, Op};
+use delegation_model::fuzzing::{
+    Driver, Op, WRONG_SECRET, authorizer_behaviour, fuzz_configuration,
+};
 use delegation_model::world::{SimChange, SimReply};
 use delegation_model::{
     Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, Decision,
     HistoryEntry, InvariantId, Observed, StepKind, Tier, TurnReport, WorldChange,
 };
 use serde_json::json;
+
+use super::reach::{Decided, wire_name};
 
 /// The id the driver addresses when nothing of the kind was issued yet:
 /// the scenario's `@unknown`, a fresh id the host never issued.
@@ -45,10 +50,12 @@ pub struct Translation {
     pub translated_ops: usize,
     /// Why translation stopped early, if it did.
     pub stopped: Option<String>,
+    /// The decisions the model predicted for the translated steps, for reach figures.
+    pub decisions: Vec<Decided>,
 }
 
 /// The model's setup for a sequence: its simulated observers as real ones.
-fn setup(driver: &Driver, configuration: Configuration, authorizer: bool) -> Setup {
+fn setup(driver: &Driver, configuration: Configuration, authorizer: bool, canaries: bool) -> Setup {
     let mut tools: Vec<ToolSpec> = driver
         .world
         .tools
@@ -94,7 +101,9 @@ fn setup(driver: &Driver, configuration: Configuration, authorizer: bool) -> Set
         // The world's authorizer answers "unavailable" until a script says otherwise.
         authorizer: authorizer.then_some(AuthorizerBehaviour::Unavailable),
         clock: None,
-        canaries: false,
+        // Capabilities are issued with the harness's canary secrets, which
+        // the runner then looks for in every output (TC4).
+        canaries,
     }
 }
 
@@ -106,6 +115,7 @@ struct Translator {
     instances: Vec<String>,
     receipts: usize,
     approvals: usize,
+    capabilities: usize,
     unused: usize,
     /// The clock the runner believes in (`clock` steps), which it re-sends after a restart.
     runner_clock: Option<u64>,
@@ -118,20 +128,19 @@ struct Translator {
     configuration: Configuration,
     steps: Vec<Step>,
     origin: Vec<usize>,
+    decisions: Vec<Decided>,
 }
 
 /// Translates `ops` into the scenario `id` (`area/NNN-name`).
 pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
     let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
-    let configuration = Configuration {
-        receipt_ttl_ms: 60_000,
-        authorizer_required: authorizer,
-        ..Configuration::default()
-    };
+    let strict = ops.contains(&Op::Strict);
+    let canaries = ops.iter().any(|o| matches!(o, Op::Issue { .. }));
+    let configuration = fuzz_configuration(authorizer, strict);
     // The real authorizer's allow is bound to the request; so is the
     // driver's (`bound_allows`, on by default).
     let driver = Driver::with_configuration(configuration.clone());
-    let setup = setup(&driver, configuration.clone(), authorizer);
+    let setup = setup(&driver, configuration.clone(), authorizer, canaries);
     let served = driver.world.tools.keys().cloned().collect();
     let mut t = Translator {
         driver,
@@ -139,6 +148,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         instances: Vec::new(),
         receipts: 0,
         approvals: 0,
+        capabilities: 0,
         unused: 0,
         runner_clock: None,
         crashed: false,
@@ -147,6 +157,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         configuration,
         steps: Vec::new(),
         origin: Vec::new(),
+        decisions: Vec::new(),
     };
     let mut stopped = None;
     let mut translated_ops = ops.len();
@@ -186,6 +197,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         origin: t.origin,
         translated_ops,
         stopped,
+        decisions: t.decisions,
     }
 }
 
@@ -207,6 +219,12 @@ fn needs(steps: &[Step]) -> Vec<String> {
             StepAction::ToolServer(_) => &[c::MCP],
             StepAction::Authorizer(_) => &[c::EXTERNAL_AUTHORIZER],
             StepAction::Answer(a) if a.decision == Decision::AllowExact => &[c::EXACT_CALL_GRANTS],
+            StepAction::RevokeGrant(_) => &[c::EXACT_CALL_GRANTS],
+            StepAction::RevokeReceipt(_) => &[c::RECEIPTS],
+            StepAction::IssueCapability(_)
+            | StepAction::CapabilityCall(_)
+            | StepAction::RevokeCapability(_) => &[c::TASK_CAPABILITIES, c::MCP],
+            StepAction::ScoreRisk(_) => &[c::REVIEWER],
             StepAction::Start(start) if !start.request.tools.is_empty() => &[c::MCP],
             // The same rule as the scenario validation's.
             StepAction::Turn(_) if s.spawn_refused_for_its_request() => &[c::SPAWN_AUTHORITY],
@@ -304,16 +322,19 @@ impl Translator {
                 }
                 Ok(())
             }
-            Op::Authorizer { allow } => {
-                // Both allows bind a fresh receipt to the request they answer.
-                let mode = if *allow {
-                    AuthorizerBehaviour::Allow
-                } else {
-                    AuthorizerBehaviour::Deny
-                };
+            Op::Authorizer { mode } => {
+                // The model's authorizer answers as the harness's does in
+                // this mode, bound to the request it answers.
+                let mode = self
+                    .driver
+                    .authorizer_behaviour()
+                    .cloned()
+                    .unwrap_or_else(|| authorizer_behaviour(*mode));
                 self.push(k, StepAction::Authorizer(AuthorizerStep { mode }), None);
                 Ok(())
             }
+            // Carried by the setup's configuration, not a step.
+            Op::Strict => Ok(()),
             _ => {
                 let mut before = before;
                 for e in &entries {
@@ -397,6 +418,7 @@ impl Translator {
             "i" => self.instances.len(),
             "r" => self.receipts,
             "a" => self.approvals,
+            "c" => self.capabilities,
             _ => {
                 self.unused += 1;
                 self.unused - 1
@@ -619,6 +641,94 @@ impl Translator {
                     within_ms,
                 })
             }
+            Action::ScoreRisk { instance, risk } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                StepAction::ScoreRisk(ScoreRiskStep {
+                    instance,
+                    risk: risk.clone(),
+                })
+            }
+            Action::IssueCapability {
+                task,
+                agent,
+                tools,
+                expires_at,
+                ..
+            } => {
+                let agent = self.instance(agent)?;
+                let alias = match ok.filter(|r| r.is_ok()).and_then(|r| r.capability.as_ref()) {
+                    Some(token) => {
+                        let alias = self.fresh("c");
+                        self.capabilities += 1;
+                        self.aliases.insert(token.id.clone(), alias.clone());
+                        alias
+                    }
+                    None => self.fresh("unused-capability-"),
+                };
+                StepAction::IssueCapability(IssueCapabilityStep {
+                    alias,
+                    task: task.clone(),
+                    agent,
+                    tools: tools.clone(),
+                    expires_at: *expires_at,
+                })
+            }
+            Action::CapabilityCall {
+                secret,
+                task,
+                agent,
+                tool,
+                arguments,
+                call_id,
+            } => {
+                let Op::CapabilityCall { capability, .. } = op else {
+                    return Err("a capability call by another operation".into());
+                };
+                // The driver presents the capability it picked (or a wrong
+                // secret in its place): the same pick, as an alias.
+                let id = self
+                    .driver
+                    .capability_id(*capability)
+                    .ok_or("a capability call with no capability issued")?;
+                let capability = self
+                    .aliases
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| format!("capability `{id}` has no alias"))?;
+                let agent = self.instance(agent)?;
+                touched.push(agent.clone());
+                StepAction::CapabilityCall(CapabilityCallStep {
+                    capability,
+                    wrong_secret: secret == WRONG_SECRET,
+                    task: task.clone(),
+                    agent,
+                    tool: tool.clone(),
+                    arguments: arguments.clone(),
+                    call_id: call_id.clone(),
+                })
+            }
+            Action::RevokeCapability { capability } => {
+                StepAction::RevokeCapability(CapabilityRef {
+                    capability: self
+                        .aliases
+                        .get(capability)
+                        .cloned()
+                        .ok_or_else(|| format!("capability `{capability}` has no alias"))?,
+                })
+            }
+            // The driver revokes a grant only when it is the only one: the
+            // host's latest.
+            Action::RevokeGrant { .. } => StepAction::RevokeGrant(RevokeGrantStep {
+                grant: "latest".into(),
+            }),
+            Action::RevokeReceipt { receipt } => StepAction::RevokeReceipt(ReceiptRef {
+                receipt: self
+                    .aliases
+                    .get(receipt)
+                    .cloned()
+                    .ok_or_else(|| format!("receipt `{receipt}` has no alias"))?,
+            }),
             other => {
                 return Err(format!(
                     "`{}` is not produced by the driver",
@@ -627,6 +737,9 @@ impl Translator {
             }
         };
         touched.retain(|a| !a.starts_with("unused"));
+        if let Ok(r) = result {
+            self.decided(action.method(), r);
+        }
         let expect = match result {
             Ok(r) => self.expect(r, entry, before, &after, touched),
             Err(_) => {
@@ -650,6 +763,28 @@ impl Translator {
         };
         self.push(k, step, Some(expect));
         Ok(())
+    }
+
+    fn decided(&mut self, method: &str, r: &ActionResult) {
+        self.decisions.push(Decided {
+            what: method.to_string(),
+            outcome: wire_name(r.outcome),
+            reason: r.reason,
+        });
+        if let Some(TurnReport::Spawn { spawn }) = &r.turn {
+            self.decisions.push(Decided {
+                what: format!("{method} spawn"),
+                outcome: wire_name(spawn.outcome),
+                reason: spawn.reason,
+            });
+        }
+        if let Some(call) = &r.tool_call {
+            self.decisions.push(Decided {
+                what: format!("{method} tool call"),
+                outcome: wire_name(call.outcome),
+                reason: call.reason,
+            });
+        }
     }
 
     /// Binds the approval request a call raised, the way the runner binds `approval_as`.
@@ -789,6 +924,7 @@ mod tests {
             Op::ToolCall {
                 instance: 0,
                 tool: 2,
+                arguments: 0,
             },
         ];
         let t = translate(&ops, "fuzz/001-x", "x");
