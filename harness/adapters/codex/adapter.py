@@ -1134,9 +1134,12 @@ class Adapter:
             asked = (msg.get("params") or {}).get("permissions") or {}
             body = {"permissions": asked if decision == "allow" else {}, "scope": "turn"}
         self.server.send({"id": msg["id"], "result": body})
-        with self.state.lock:
-            approval["state"] = "dispatched"
-            self.state.commit()
+        if decision == "allow":
+            # only an allowed request is dispatched to the handler; a denied one stays decided
+            # (PROTOCOL.md: a deny is committed and nothing is dispatched)
+            with self.state.lock:
+                approval["state"] = "dispatched"
+                self.state.commit()
         inst = self.state.instances.get(approval["instance"])
         if inst is None:
             return {"outcome": "ok"}
@@ -1157,6 +1160,11 @@ class Adapter:
             answer["inferred"] = list(result["inferred"])
         tool_call["approval"] = aid
         answer["tool_call"] = tool_call
+        if decision != "allow":
+            # the protocol's answer to a person's deny is a refusal; codex answers a decline with
+            # nothing of its own, so the reason is the adapter's (marked inferred)
+            answer.update({"outcome": "denied", "reason": "policy_denied",
+                           "inferred": sorted(set(answer.get("inferred", [])) | {"reason"})})
         return answer
 
     def mcp_server_of(self, inst, tool):

@@ -264,17 +264,32 @@ class Mapping(unittest.TestCase):
         self.assertEqual([(a["id"], a["state"], a["class"]) for a in approvals], [(aid, "pending", "shell")])
         answer = self.d.call("approval/answer", {"request": aid, "decision": "deny"})["result"]
         self.assertEqual(answer["tool_call"]["outcome"], "denied")
+        # a person's deny is a refusal, its reason the adapter's (codex says none), and nothing is dispatched
+        self.assertEqual((answer["outcome"], answer["reason"]), ("denied", "policy_denied"))
+        self.assertIn("reason", answer["inferred"])
         replies = [m for m in self.d.sent() if "method" not in m and "result" in m]
         self.assertEqual(replies[-1]["result"], {"decision": "decline"})
         approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
         self.assertEqual(approvals[0]["decision"], "deny")
         self.assertEqual(approvals[0]["decided_by"], "person")
+        self.assertEqual(approvals[0]["state"], "decided")
         # a settled request takes no further answer, whatever the decision: refused, nothing sent to codex
         sent_before = len(self.d.sent())
         for decision in ("allow", "deny", "allow-exact"):
             again = self.d.call("approval/answer", {"request": aid, "decision": decision})["result"]
             self.assertEqual((again["outcome"], again["reason"]), ("denied", "event_replayed"), decision)
         self.assertEqual(len(self.d.sent()), sent_before)
+
+    def test_approval_allowed_is_dispatched(self):
+        # the control of the deny above: an allow is sent to codex as accept and the request is dispatched
+        iid = self.d.call("instance/start", START)["result"]["instance"]
+        aid = self.d.call("instance/turn", {"instance": iid, "input": "APPROVE this"})["result"]["tool_call"]["approval"]
+        answer = self.d.call("approval/answer", {"request": aid, "decision": "allow"})["result"]
+        self.assertEqual(answer["outcome"], "ok")
+        replies = [m for m in self.d.sent() if "method" not in m and "result" in m]
+        self.assertEqual(replies[-1]["result"], {"decision": "accept"})
+        approvals = self.d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual((approvals[0]["state"], approvals[0]["decision"]), ("dispatched", "allow"))
 
     def test_allow_exact_on_pending_request_is_32001(self):
         iid = self.d.call("instance/start", START)["result"]["instance"]
@@ -793,6 +808,8 @@ class Expectations(unittest.TestCase):
         self.assertEqual(self.x.causes_from_report(["wait", "method `instance/cancel` (step 3)",
                                                      "what this scenario asks of it: it declares `reusable-agents`"]),
                          [("capability", "wait"), ("method", "instance/cancel"), ("property", "reusable-agents")])
+        # a start codex refuses with -32001 (a granular policy it has no word for) names that, not a capability
+        self.assertIn("instance/start is -32001", self.x.reason_for("pg/028-x", [("method", "instance/start")], {}, set()))
         with self.assertRaises(SystemExit):
             self.x.reason_for("a", [("capability", "teleportation")], {}, set())
 

@@ -73,6 +73,10 @@ METHOD = {
     "instance/cancel": "codex has no cancelled (terminal) state: turn/interrupt stops a running turn and leaves the "
                        "thread idle and usable (instance/cancel)",
     "instance/fail": "codex has no way to mark a thread failed from outside (instance/fail)",
+    # instance/start's -32001: an approval policy or sandbox codex has no word for
+    "instance/start": "codex cannot express the start's approval policy or sandbox (a granular policy that asks for "
+                      "and refuses nothing: codex's granular switches are per prompt kind and its never refuses an "
+                      "MCP call that needs approval; an external sandbox): instance/start is -32001",
     # host/configure's -32001 in a scenario whose capabilities codex has: strict mode
     "host/configure": "codex has no strict mode for children (host/configure strict_mode is -32001)",
 }
