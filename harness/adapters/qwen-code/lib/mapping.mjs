@@ -99,7 +99,7 @@ export function childrenOf(agents, session) {
  * subagent Qwen Code's store records for an `agent` call; `nameBack(name)`
  * turns Qwen Code's name for an MCP tool into the harness's.
  */
-export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) => n, childEffective = () => undefined } = {}) {
+export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) => n, childEffective = () => undefined, removedForReadOnly = () => false } = {}) {
   const first = digest.mainCalls[0];
   const result = digest.result;
   if (!first) {
@@ -131,7 +131,11 @@ export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) 
     };
   }
   const tool = nameBack(first.name);
-  const refusal = refusalOf(digest, first.id, first.name);
+  let refusal = refusalOf(digest, first.id, first.name);
+  if (refusal && refusal.reason === 'no_such_tool' && removedForReadOnly(first.name)) {
+    // Qwen Code says the tool is not registered; that the adapter removed it for the read-only sandbox is the adapter's reading.
+    refusal = { reason: 'read_only_context', detail: `${refusal.detail} (removed from a read-only instance's tools by the adapter's mapping)`, inferred: true };
+  }
   const toolCall = refusal
     ? { tool, outcome: 'denied', reason: refusal.reason }
     : { tool, outcome: 'executed', ...(digest.results.has(first.id) ? { result: digest.results.get(first.id).text } : {}) };
