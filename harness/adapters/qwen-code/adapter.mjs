@@ -355,9 +355,12 @@ export class Adapter {
       agentFor: (toolUseId) => byToolUse.get(toolUseId),
       nameBack: (name) => this.nameBack(name),
       childEffective: (child) => (this.state.instances[child.agentId] || {}).ceiling,
-      // A tool this root's read-only mapping removed: Qwen Code says only "not found in registry".
-      removedForReadOnly: (name) => readOnly
-        && [...this.catalogue.values()].some((t) => (t.qwen === name || t.name === name) && READ_ONLY_REFUSED.includes(t.class)),
+      // A tool this root's read-only mapping removed (a writing built-in, or
+      // an MCP tool of a refused class, also when the model names it as the
+      // harness does and so reaches Qwen Code's built-in of that name): Qwen
+      // Code says only "not found in registry" or names the deny rule.
+      removedForReadOnly: (name) => readOnly && (WRITING_TOOLS.includes(name)
+        || [...this.catalogue.values()].some((t) => (t.qwen === name || t.name === name) && READ_ONLY_REFUSED.includes(t.class))),
     });
     return {
       outcome: 'ok', instance: id, turn: report.turn,

@@ -132,8 +132,10 @@ export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) 
   }
   const tool = nameBack(first.name);
   let refusal = refusalOf(digest, first.id, first.name);
-  if (refusal && refusal.reason === 'no_such_tool' && removedForReadOnly(first.name)) {
-    // Qwen Code says the tool is not registered; that the adapter removed it for the read-only sandbox is the adapter's reading.
+  if (refusal && ['no_such_tool', 'policy_denied'].includes(refusal.reason) && removedForReadOnly(first.name)) {
+    // Qwen Code says the tool is not registered, or refuses it by the deny
+    // rule the adapter wrote for the read-only sandbox; that the refusal is
+    // the read-only sandbox's is the adapter's reading.
     refusal = { reason: 'read_only_context', detail: `${refusal.detail} (removed from a read-only instance's tools by the adapter's mapping)`, inferred: true };
   }
   const toolCall = refusal

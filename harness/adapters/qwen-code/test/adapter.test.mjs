@@ -313,4 +313,15 @@ test('stream-json mapping: a nested subagent\'s parent, a refusal Qwen Code gave
   ]);
   const ran = turnReport(mcp, { nameBack: (n) => (n === 'mcp__harness__notes_read' ? 'notes.read' : n) });
   assert.deepEqual(ran.tool_call, { tool: 'notes.read', outcome: 'executed', result: 'notes' });
+  // A deny-rule refusal of a tool the read-only mapping removed is read_only_context, the adapter's reading (inferred);
+  // the same refusal outside read-only stays Qwen Code's policy_denied.
+  const ruled = digestEvents([
+    { type: 'assistant', parent_tool_use_id: null, message: { content: [{ type: 'tool_use', id: 'c2', name: 'write_file', input: {} }] } },
+    { type: 'user', parent_tool_use_id: null, message: { content: [{ type: 'tool_result', tool_use_id: 'c2', is_error: true, content: 'Qwen Code requires permission to use "write_file", but that permission was declined. Matching deny rule: "edit".' }] } },
+    { type: 'result', is_error: false, result: 'x' },
+  ]);
+  const readOnly = turnReport(ruled, { removedForReadOnly: (n) => n === 'write_file' });
+  assert.deepEqual(readOnly.tool_call, { tool: 'write_file', outcome: 'denied', reason: 'read_only_context' });
+  assert.deepEqual(readOnly.inferred, ['tool_call']);
+  assert.deepEqual(turnReport(ruled, {}).tool_call, { tool: 'write_file', outcome: 'denied', reason: 'policy_denied' });
 });
