@@ -11,10 +11,10 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { CODES, RpcError, serve, logNotification } from '../node-common/rpc.mjs';
 import {
-  ensureQwen, isolatedEnv, storePaths, writeSettings, runQwen, killGroup, readStore, readJson, writeAtomic, sessionAnswered,
+  ensureQwen, isolatedEnv, storePaths, writeSettings, runQwen, killGroup, readStore, readJson, writeAtomic, sessionAnswered, LiveRun,
 } from './lib/qwen.mjs';
 import { digestEvents, childrenOf, turnReport, askedAndDeclined, DELEGATION_TOOL } from './lib/mapping.mjs';
-import { toolCatalogue } from './lib/mcp.mjs';
+import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 
 const PROTOCOL_VERSION = '1.0';
 const MODEL_ID = 'reference-model';
@@ -22,6 +22,8 @@ const MODEL_ID = 'reference-model';
 const DEFAULT_ROLES = ['worker'];
 /** Qwen Code's built-in tools that write files or run commands: what a read-only instance may not hold. */
 const WRITING_TOOLS = ['run_shell_command', 'edit', 'write_file', 'notebook_edit'];
+/** The MCP tool classes a read-only sandbox refuses (the protocol's eligibility table: read_only_context). */
+const READ_ONLY_REFUSED = ['file-write', 'shell', 'generic'];
 
 const denied = (reason, detail, inferred) => ({ outcome: 'denied', reason, ...(detail ? { detail } : {}), ...(inferred ? { inferred } : {}) });
 const needString = (params, key) => {
@@ -29,6 +31,16 @@ const needString = (params, key) => {
   return params[key];
 };
 const unsupported = (message) => new RpcError(CODES.UNSUPPORTED_OPTION, message);
+
+/**
+ * Whether the protocol's eligibility table runs a sealed tool of this class
+ * without asking anyone: reads always, sandboxed file writes under
+ * `on-request`. Everything else is asked (or, under `never`, refused).
+ */
+export function runsUnasked(toolClass, ceiling) {
+  if (toolClass === 'read') return true;
+  return toolClass === 'file-write' && ceiling.approval_policy === 'on-request' && ceiling.sandbox !== 'read-only';
+}
 
 export class Adapter {
   constructor({ env = process.env, notify = () => {} } = {}) {
@@ -41,6 +53,8 @@ export class Adapter {
     this.turnTimeoutMs = Number(env.QWEN_CODE_ADAPTER_TURN_TIMEOUT_MS || 100000);
     this.initialized = false;
     this.running = new Set();
+    // Root instance id -> the LiveRun waiting on a person's approval.
+    this.live = new Map();
     this.mcpServers = [];
     this.catalogue = new Map();
   }
@@ -54,6 +68,7 @@ export class Adapter {
 
   loadState() {
     this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
+    this.state.approvals = this.state.approvals || [];
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -83,6 +98,7 @@ export class Adapter {
       case 'host/configure': return this.configure(params);
       case 'instance/start': return this.start(params);
       case 'instance/turn': return this.turn(params);
+      case 'approval/answer': return this.answer(params);
       case 'state/observe': return this.observe();
       default:
         throw new RpcError(CODES.METHOD_NOT_FOUND, `${method}: Qwen Code has no equivalent this adapter can drive honestly (see README.md)`);
@@ -122,14 +138,20 @@ export class Adapter {
     if (config.strict_mode) throw unsupported('strict_mode: Qwen Code has no sandbox policy by which to refuse an unsandboxed subagent');
     if (config.auto_approve) throw unsupported('auto_approve: Qwen Code has no persistence-gated automatic approval');
     for (const [name, role] of Object.entries(config.roles || {})) {
-      if (role && (role.tools || (role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
-        throw unsupported(`role ${name}: only a role's sandbox becomes a Qwen Code agent definition`);
+      if (role && ((role.provider && role.provider !== 'harness') || (role.sandbox && role.sandbox.external))) {
+        throw unsupported(`role ${name}: only a role's sandbox and tools become a Qwen Code agent definition`);
+      }
+    }
+    if (this.mcpServers.length) await this.refreshCatalogue();
+    for (const [name, role] of Object.entries(config.roles || {})) {
+      // An empty `tools:` list would mean every tool to Qwen Code: refused rather than widened.
+      if (role && Array.isArray(role.tools) && !role.tools.some((t) => this.catalogue.has(t))) {
+        throw unsupported(`role ${name}: none of its tools (${role.tools.join(', ')}) is served, and an agent definition without tools gets every tool`);
       }
     }
     this.state.configuration = config;
     this.saveState();
     this.writeAgents();
-    if (this.mcpServers.length) await this.refreshCatalogue();
     return { outcome: 'ok' };
   }
 
@@ -142,16 +164,42 @@ export class Adapter {
    * Read-only roles lose the writing tools.
    */
   writeAgents() {
-    const configured = this.state.configuration.roles || {};
     const dir = join(this.paths.home, '.qwen', 'agents');
     mkdirSync(dir, { recursive: true });
+    for (const agent of this.agentDefinitions()) {
+      const lines = ['---', `name: ${agent.name}`, `description: ${agent.description}`, 'model: inherit', `approvalMode: ${agent.approvalMode}`];
+      if (agent.tools) lines.push('tools:', ...agent.tools.map((t) => `  - ${t}`));
+      if (agent.disallowedTools) lines.push('disallowedTools:', ...agent.disallowedTools.map((t) => `  - ${t}`));
+      lines.push('---', agent.systemPrompt, '');
+      writeFileSync(join(dir, `${agent.name}.md`), lines.join('\n'));
+    }
+  }
+
+  /**
+   * The roles as Qwen Code subagent definitions, the same for the agent files
+   * (headless runs) and the `initialize` control request (runs that may ask a
+   * person, where Qwen Code lists only the agents it is given there). A role
+   * that names tools gets Qwen Code's names for them as its `tools:` list; a
+   * read-only role loses the writing built-ins and the MCP tools of the
+   * classes a read-only sandbox refuses.
+   */
+  agentDefinitions() {
+    const configured = this.state.configuration.roles || {};
+    const out = [];
     for (const name of new Set([...DEFAULT_ROLES, ...Object.keys(configured)])) {
       const role = configured[name] || {};
-      const lines = ['---', `name: ${name}`, `description: The delegation-harness role ${name}`, 'model: inherit', 'approvalMode: default'];
-      if (role.sandbox === 'read-only') lines.push('disallowedTools:', ...WRITING_TOOLS.map((t) => `  - ${t}`));
-      lines.push('---', `You are the ${name} subagent. Do the task you are given.`, '');
-      writeFileSync(join(dir, `${name}.md`), lines.join('\n'));
+      const agent = {
+        name, description: `The delegation-harness role ${name}`, approvalMode: 'default',
+        systemPrompt: `You are the ${name} subagent. Do the task you are given.`,
+      };
+      if (Array.isArray(role.tools)) agent.tools = role.tools.filter((t) => this.catalogue.has(t)).map((t) => this.catalogue.get(t).qwen);
+      if (role.sandbox === 'read-only') {
+        const refused = [...this.catalogue.values()].filter((t) => READ_ONLY_REFUSED.includes(t.class)).map((t) => t.qwen);
+        agent.disallowedTools = [...WRITING_TOOLS, ...refused];
+      }
+      out.push(agent);
     }
+    return out;
   }
 
   async refreshCatalogue() {
@@ -207,6 +255,7 @@ export class Adapter {
   /** The `qwen` options that carry a root's ceiling: approval mode, tool exclusions and allowances, MCP servers, subagent depth. */
   rootOptions(root) {
     const ceiling = root.ceiling;
+    const readOnly = ceiling.sandbox === 'read-only';
     const args = ['--output-format', 'stream-json', '--auth-type', 'openai', '--model', MODEL_ID, '--chat-recording'];
     const exclude = [];
     const allow = [];
@@ -215,7 +264,7 @@ export class Adapter {
     // asked: declined (approval policy `never`; under `on-request` and
     // `untrusted` such a turn is unsupported, see turn).
     args.push('--approval-mode', ceiling.sandbox === 'full-access' ? 'yolo' : 'default');
-    if (ceiling.sandbox === 'read-only') exclude.push(...WRITING_TOOLS);
+    if (readOnly) exclude.push(...WRITING_TOOLS);
     if (ceiling.sandbox && ceiling.sandbox['workspace-write']) {
       for (const r of ceiling.sandbox['workspace-write'].writable_roots || []) args.push('--add-dir', this.hostPath(r));
     }
@@ -229,18 +278,21 @@ export class Adapter {
     }
     if (this.mcpServers.length) {
       // A tool served but not sealed is excluded at its server (Qwen Code's
-      // deny rules do not remove MCP tools).
+      // deny rules do not remove MCP tools), and so is a sealed tool of a
+      // class a read-only sandbox refuses (as the writing built-ins are).
       const sealed = new Set(root.sealed || []);
+      const removed = (t) => !sealed.has(t.name) || (readOnly && READ_ONLY_REFUSED.includes(t.class));
       const servers = {};
       for (const s of this.mcpServers) {
-        const excluded = [...this.catalogue.values()].filter((t) => t.server === s.name && !sealed.has(t.name)).map((t) => t.name);
+        const excluded = [...this.catalogue.values()].filter((t) => t.server === s.name && removed(t)).map((t) => t.name);
         servers[s.name] = { httpUrl: s.url, ...(excluded.length ? { excludeTools: excluded } : {}) };
       }
-      // A sealed tool runs without asking under `never` (nobody to ask), and
-      // under `on-request` when it only reads; every other sealed tool asks.
+      // A sealed tool the policy runs unasked gets an allow rule; every other
+      // sealed tool asks: a person over the control protocol under
+      // `on-request` and `untrusted`, nobody under `never`, where Qwen Code
+      // declines it itself.
       for (const entry of this.catalogue.values()) {
-        if (!sealed.has(entry.name)) continue;
-        if (ceiling.approval_policy === 'never' || (ceiling.approval_policy === 'on-request' && entry.class === 'read')) allow.push(entry.qwen);
+        if (!removed(entry) && runsUnasked(entry.class, ceiling)) allow.push(entry.qwen);
       }
       writeAtomic(this.paths.mcp, JSON.stringify({ mcpServers: servers }, null, 2) + '\n');
       args.push('--mcp-config', this.paths.mcp);
@@ -260,9 +312,18 @@ export class Adapter {
     }
     const cwd = this.hostPath(instance.cwd);
     const { sessions } = readStore(this.paths.home, cwd);
+    if (this.live.has(id)) return denied('policy_denied', `instance ${id} is waiting for a person's answer to Qwen Code's permission request`, ['reason']);
     const args = this.rootOptions(instance);
     // The first turn creates the session under the instance id; every later turn resumes it.
     args.push(sessions.has(id) ? '--resume' : '--session-id', id);
+    if (instance.ceiling.approval_policy !== 'never') {
+      // A person may be asked: Qwen Code's control protocol relays each question.
+      const run = new LiveRun({
+        bin: this.bin, args, env: this.qwenEnv, cwd, agents: this.agentDefinitions(), onSpawn: (child) => this.running.add(child),
+      });
+      run.prompt(input);
+      return this.settle(id, run);
+    }
     const run = await this.run(args, cwd, input);
     if (run.timedOut) {
       throw new RpcError(CODES.HOST_FAILURE, `qwen did not finish the turn within ${this.turnTimeoutMs} ms; killed its process group. stderr: ${run.stderr.slice(-500)}`);
@@ -271,22 +332,35 @@ export class Adapter {
     if (!digest.result && run.code !== 0) {
       throw new RpcError(CODES.HOST_FAILURE, `qwen exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
     }
+    return this.report(id, digest);
+  }
+
+  /** The turn report of root `id` from a finished run's events and Qwen Code's store. */
+  report(id, digest) {
     // Under `on-request` or `untrusted` a call Qwen Code asks about is a
-    // person's to answer; headless, Qwen Code declines it instead, and the
-    // adapter has no way to relay the question. Reporting the decline as
-    // the person's answer (or as a policy denial) would be a verdict nobody
+    // person's to answer, and the control protocol relays it; should Qwen
+    // Code still decline one itself because it "cannot prompt", reporting
+    // that as a person's deny (or a policy denial) would be a verdict nobody
     // gave, so the step is unsupported.
+    const instance = this.state.instances[id];
     const asked = instance.ceiling.approval_policy !== 'never' && askedAndDeclined(digest);
     if (asked) {
-      throw unsupported(`Qwen Code asked for a person's approval of ${this.nameBack(asked)}; the adapter runs it headless, where the question cannot be relayed and Qwen Code declined the call`);
+      throw unsupported(`Qwen Code declined ${this.nameBack(asked)} as a question it could not ask, under an approval policy where a person answers it`);
     }
-    const { agents } = readStore(this.paths.home, cwd);
+    const { agents } = readStore(this.paths.home, this.hostPath(instance.cwd));
     this.registerChildren(id, agents);
     const byToolUse = new Map([...agents.values()].filter((a) => a.session === id).map((a) => [a.meta.toolUseId, a.meta]));
+    const readOnly = instance.ceiling.sandbox === 'read-only';
     const report = turnReport(digest, {
       agentFor: (toolUseId) => byToolUse.get(toolUseId),
       nameBack: (name) => this.nameBack(name),
       childEffective: (child) => (this.state.instances[child.agentId] || {}).ceiling,
+      // A tool this root's read-only mapping removed (a writing built-in, or
+      // an MCP tool of a refused class, also when the model names it as the
+      // harness does and so reaches Qwen Code's built-in of that name): Qwen
+      // Code says only "not found in registry" or names the deny rule.
+      removedForReadOnly: (name) => readOnly && (WRITING_TOOLS.includes(name)
+        || [...this.catalogue.values()].some((t) => (t.qwen === name || t.name === name) && READ_ONLY_REFUSED.includes(t.class))),
     });
     return {
       outcome: 'ok', instance: id, turn: report.turn,
@@ -294,6 +368,94 @@ export class Adapter {
       ...(report.detail ? { detail: report.detail } : {}),
       ...(report.inferred.length ? { inferred: report.inferred } : {}),
     };
+  }
+
+  /** Waits for the live run of root `id` to end or to ask a person, and reports either. */
+  async settle(id, run, answered) {
+    const settled = await run.settle(this.turnTimeoutMs);
+    if (settled.timedOut) {
+      this.live.delete(id);
+      throw new RpcError(CODES.HOST_FAILURE, `qwen did not finish the turn within ${this.turnTimeoutMs} ms; killed its process group. stderr: ${run.stderr.slice(-500)}`);
+    }
+    if (run.initError) {
+      this.live.delete(id);
+      run.stop();
+      throw new RpcError(CODES.HOST_FAILURE, `qwen refused the control protocol's initialize: ${run.initError}`);
+    }
+    const digest = digestEvents(run.events);
+    if (settled.pending) {
+      this.live.set(id, run);
+      const { agents } = readStore(this.paths.home, this.hostPath(this.state.instances[id].cwd));
+      this.registerChildren(id, agents);
+      const approval = this.recordApproval(id, settled.pending);
+      const toolCall = { tool: approval.tool, outcome: 'pending_approval', approval: approval.id };
+      if (answered) return { outcome: 'ok', instance: approval.instance, tool_call: toolCall };
+      return { outcome: 'ok', instance: id, turn: { reply: 'tool_call', tool: approval.tool }, tool_call: toolCall };
+    }
+    this.live.delete(id);
+    if (!digest.result && run.code !== 0) {
+      throw new RpcError(CODES.HOST_FAILURE, `qwen exited ${run.code ?? run.signal} without a result: ${run.stderr.slice(-800)}`);
+    }
+    if (answered) return this.answeredReport(answered, digest);
+    return this.report(id, digest);
+  }
+
+  /**
+   * A pending approval for Qwen Code's `can_use_tool` request. Qwen Code
+   * keeps no approval records: the id, state and decision are the adapter's
+   * bookkeeping (reported as inferred), the tool and arguments Qwen Code's.
+   */
+  recordApproval(root, pending) {
+    const request = pending.request;
+    const tool = this.nameBack(request.tool_name);
+    const entry = [...this.catalogue.values()].find((t) => t.name === tool);
+    const approval = {
+      id: `a-${this.state.approvals.length + 1}`, instance: root, root, class: entry ? entry.class : 'generic', tool,
+      tool_digest: entry ? entry.digest : 'sha256:unknown', arguments_digest: digestOf(request.input || {}),
+      state: 'pending', request_id: pending.request_id, tool_use_id: request.tool_use_id,
+    };
+    this.state.approvals.push(approval);
+    this.saveState();
+    return approval;
+  }
+
+  /** What became of the call a person answered, from Qwen Code's tool result for it. */
+  answeredReport(approval, digest) {
+    const result = digest.results.get(approval.tool_use_id);
+    const toolCall = !result || result.isError
+      ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
+      : { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text };
+    // A refused call is a refused answer, as the protocol reports one: the
+    // reason is Qwen Code's tool result for it (a person's deny, or the call
+    // failing after an allow), read by the adapter only when it has one.
+    return {
+      outcome: toolCall.outcome === 'denied' ? 'denied' : 'ok', instance: approval.instance, tool_call: toolCall,
+      ...(toolCall.outcome === 'denied' ? { reason: toolCall.reason } : {}),
+      ...(!result ? { inferred: ['tool_call', 'reason'] } : result.isError && approval.decision === 'allow' ? { inferred: ['reason'] } : {}),
+    };
+  }
+
+  /** A person's answer: allow or deny Qwen Code's pending permission request. */
+  async answer(params) {
+    const requestId = needString(params, 'request');
+    const decision = needString(params, 'decision');
+    if (!['allow', 'deny'].includes(decision)) {
+      throw unsupported(`decision ${decision}: Qwen Code's answers are allow and deny (and permission rules wider than one exact call)`);
+    }
+    const approval = this.state.approvals.find((a) => a.id === requestId);
+    if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
+    const run = this.live.get(approval.root);
+    if (!run || !run.pending || run.pending.request_id !== approval.request_id) {
+      throw new RpcError(CODES.HOST_FAILURE, `Qwen Code's permission request behind ${requestId} ended with its process (a restart): Qwen Code keeps no question to answer, so the person's ${decision} cannot reach the call`);
+    }
+    // A person's deny is decided and never dispatched; an allow goes out to Qwen Code.
+    approval.state = decision === 'allow' ? 'dispatched' : 'decided';
+    approval.decision = decision;
+    approval.decided_by = 'person';
+    this.saveState();
+    run.answer(decision === 'allow');
+    return this.settle(approval.root, run, approval);
   }
 
   /** Records the subagents Qwen Code's store holds for a session that the adapter has not seen yet. */
@@ -324,6 +486,9 @@ export class Adapter {
     const role = (this.state.configuration.roles || {})[roleName] || {};
     const ceiling = { ...parent, delegation_depth: Math.max(0, (parent.delegation_depth ?? 1) - 1) };
     if (role.sandbox === 'read-only') ceiling.sandbox = 'read-only';
+    if (Array.isArray(role.tools)) {
+      ceiling.tools = Object.fromEntries(Object.entries(parent.tools || {}).filter(([name]) => role.tools.includes(name)));
+    }
     return ceiling;
   }
 
@@ -363,11 +528,25 @@ export class Adapter {
         ...(known.parent ? { parent: known.parent } : {}), inferred,
       });
     }
-    return { outcome: 'ok', observed: { now: 0, auto_approve: false, instances, approvals: [] } };
+    const approvals = this.state.approvals.map((a) => ({
+      id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
+      arguments_digest: a.arguments_digest, state: a.state,
+      ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
+    }));
+    return {
+      outcome: 'ok',
+      observed: {
+        now: 0, auto_approve: false, instances, approvals,
+        // Qwen Code keeps no approval records: they are the adapter's bookkeeping.
+        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+      },
+    };
   }
 
   /** Ends every running `qwen` (stdin closed or SIGTERM: the harness is restarting us): SIGKILL to each group, which does not rely on Qwen Code honouring SIGTERM (0.15.10 did not). */
   shutdown() {
+    for (const run of this.live.values()) run.stop();
+    this.live.clear();
     for (const child of this.running) killGroup(child, 'SIGKILL');
     this.running.clear();
   }

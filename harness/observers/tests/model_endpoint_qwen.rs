@@ -249,6 +249,32 @@ async fn a_qwen_mcp_call_goes_out_under_its_mcp_name_and_lifecycle_calls_have_no
         first_call(&completion).0,
         "mcp__harness__notes_read_1k3gxzc"
     );
+    // A harness tool named like a Qwen Code built-in: its MCP name wins, so the
+    // call reaches the harness's server and not Qwen Code's own `read_file`.
+    let collide = ModelEndpoint::start(vec![rule(
+        "READ_FILE",
+        ModelReply::ToolCall {
+            tool: "read_file".into(),
+            arguments: json!({}),
+        },
+    )])
+    .await
+    .unwrap();
+    let completion = send(
+        &collide,
+        QWEN_AGENT,
+        &qwen_body("x", "READ_FILE", &["read_file", "mcp__harness__read_file"]),
+    )
+    .await;
+    assert_eq!(first_call(&completion).0, "mcp__harness__read_file");
+    // Control: only the built-in offered (the harness's tool not served), the call stays as scripted.
+    let completion = send(
+        &collide,
+        QWEN_AGENT,
+        &qwen_body("x", "READ_FILE", &["read_file"]),
+    )
+    .await;
+    assert_eq!(first_call(&completion).0, "read_file");
     // Not offered under Qwen's name: the call stays as scripted, for Qwen Code to refuse.
     let completion = send(
         &endpoint,

@@ -46,17 +46,17 @@ const METHOD = {
   'instance/cancel': 'Qwen Code has no cancelled state: an interrupt stops a running turn and leaves the session usable',
   'instance/fail': 'Qwen Code has no failed state to put a session in',
   'instance/resume': 'the adapter does not map `instance/resume`: every turn already resumes the session (`--resume`), and a subagent cannot be continued from outside',
-  'instance/turn': 'either a turn on a subagent (Qwen Code runs a subagent only inside its parent\'s `agent` call, never from outside) or, under `on-request` or `untrusted`, a turn in which Qwen Code asked for a person\'s approval: headless it declines the call instead, the adapter cannot relay the question, and a decline nobody gave is not reported as a person\'s deny (the step\'s error message says which)',
+  'instance/turn': 'a turn on a subagent: Qwen Code runs a foreground subagent only inside its parent\'s `agent` call, never from outside (the step\'s error message says so)',
   'instance/fork': 'the adapter does not map `instance/fork` (see the capability fork)',
   'instance/tool_call': CAPABILITY['direct-tool-calls'],
-  'approval/answer': 'the adapter runs Qwen Code headless, where a call that asks is declined; there is no pending approval to answer',
+  'approval/answer': 'a decision other than allow or deny: Qwen Code\'s answer to a `can_use_tool` request is allow or deny for that call (or permission rules wider than one call)',
   'approval/auto': CAPABILITY['auto-approval'],
   'receipt/prepare': CAPABILITY.receipts,
   'receipt/consume': CAPABILITY.receipts,
   'event/deliver': CAPABILITY.events,
   'clock/set': CAPABILITY.clock,
-  'host/configure': 'the scenario configures an option Qwen Code cannot honour and the adapter refuses (-32001): `strict_mode` (Qwen Code has no sandbox policy by which to refuse an unsandboxed subagent), `auto_approve` (see auto-approval), `authorizer_required` (see external-authorizer) or a role with its own tools or provider',
-  'instance/start': 'the root asks for an option the adapter cannot map (-32001): an approval policy other than `never` (the adapter runs Qwen Code headless, where nobody is asked and a call that asks is declined), an `external` sandbox, or another model or provider',
+  'host/configure': 'the scenario configures an option Qwen Code cannot honour and the adapter refuses (-32001): `strict_mode` (Qwen Code has no sandbox policy by which to refuse an unsandboxed subagent), `auto_approve` (see auto-approval), `authorizer_required` (see external-authorizer), a role with its own provider or an external sandbox, or a role none of whose tools is served (an agent definition without tools gets every tool)',
+  'instance/start': 'the root asks for an option the adapter cannot map (-32001): a `granular` approval policy (Qwen Code\'s permission rules are per tool, not per action class), an `external` sandbox, or another model or provider',
 };
 
 const [reportPath, failuresPath = join(HERE, 'known-failures.json')] = process.argv.slice(2);

@@ -99,7 +99,7 @@ export function childrenOf(agents, session) {
  * subagent Qwen Code's store records for an `agent` call; `nameBack(name)`
  * turns Qwen Code's name for an MCP tool into the harness's.
  */
-export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) => n, childEffective = () => undefined } = {}) {
+export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) => n, childEffective = () => undefined, removedForReadOnly = () => false } = {}) {
   const first = digest.mainCalls[0];
   const result = digest.result;
   if (!first) {
@@ -131,7 +131,13 @@ export function turnReport(digest, { agentFor = () => undefined, nameBack = (n) 
     };
   }
   const tool = nameBack(first.name);
-  const refusal = refusalOf(digest, first.id, first.name);
+  let refusal = refusalOf(digest, first.id, first.name);
+  if (refusal && ['no_such_tool', 'policy_denied'].includes(refusal.reason) && removedForReadOnly(first.name)) {
+    // Qwen Code says the tool is not registered, or refuses it by the deny
+    // rule the adapter wrote for the read-only sandbox; that the refusal is
+    // the read-only sandbox's is the adapter's reading.
+    refusal = { reason: 'read_only_context', detail: `${refusal.detail} (removed from a read-only instance's tools by the adapter's mapping)`, inferred: true };
+  }
   const toolCall = refusal
     ? { tool, outcome: 'denied', reason: refusal.reason }
     : { tool, outcome: 'executed', ...(digest.results.has(first.id) ? { result: digest.results.get(first.id).text } : {}) };

@@ -1,4 +1,4 @@
-// Installing, isolating and running Qwen Code (`qwen`, headless with stream-json output), and reading the session and subagent files it keeps.
+// Installing, isolating and running Qwen Code (`qwen` with stream-json output: headless, or with stream-json input and its control protocol when a person may be asked), and reading the session and subagent files it keeps.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
@@ -215,4 +215,130 @@ export function sessionAnswered(path) {
     } catch { /* a partial last line */ }
   }
   return false;
+}
+
+/** The longest a `can_use_tool` question waits for its answer that Qwen Code accepts (10 minutes). */
+const CAN_USE_TOOL_TIMEOUT_MS = 600000;
+
+/**
+ * One `qwen` run with stream-json input and Qwen Code's control protocol
+ * (its SDK mode), kept alive across a person's approval: an `initialize`
+ * control request carries the session's subagent definitions (in SDK mode
+ * Qwen Code lists only these, not the agent files), then the prompt as a
+ * user message. Every call that asks becomes a `can_use_tool` control
+ * request; the run settles when it ends (a `result` event) or asks, and
+ * `answer` continues it with a person's decision.
+ */
+export class LiveRun {
+  constructor({ bin, args, env, cwd, agents, onSpawn = () => {} }) {
+    this.events = [];
+    this.stderr = '';
+    this.waiters = [];
+    this.exited = false;
+    this.pending = null;
+    this.initError = null;
+    this.child = spawn(bin.command, [...bin.args, ...args, '--input-format', 'stream-json'], { env, cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    onSpawn(this.child);
+    let buffer = '';
+    this.child.stdout.setEncoding('utf8');
+    this.child.stdout.on('data', (chunk) => {
+      buffer += chunk;
+      let i;
+      while ((i = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, i).trim();
+        buffer = buffer.slice(i + 1);
+        if (!line) continue;
+        let event;
+        try { event = JSON.parse(line); } catch { this.stderr += `[stdout, not JSON] ${line}\n`; continue; }
+        this.onEvent(event);
+      }
+    });
+    this.child.stderr.on('data', (d) => { this.stderr = (this.stderr + d).slice(-20000); });
+    this.child.stdin.on('error', () => {});
+    this.child.on('error', (e) => { this.stderr += `spawn failed: ${e.message}\n`; });
+    this.child.on('close', (code, signal) => {
+      this.exited = true;
+      this.code = code;
+      this.signal = signal;
+      this.wake();
+    });
+    // Qwen Code cancels a call whose question is not answered in time (60 s
+    // by default): the longest wait it takes, so the answer stays a person's.
+    this.write({ type: 'control_request', request_id: 'delegation-harness-init', request: { subtype: 'initialize', agents, timeout: { canUseTool: CAN_USE_TOOL_TIMEOUT_MS } } });
+  }
+
+  onEvent(event) {
+    if (event.type === 'control_response') {
+      // The answer to the adapter's initialize: a refusal ends the run's usefulness.
+      const response = event.response || {};
+      if (response.request_id === 'delegation-harness-init' && response.subtype !== 'success') {
+        this.initError = String(response.error || 'initialize refused');
+        this.child.stdin.end();
+        this.wake();
+      }
+      return;
+    }
+    if (event.type === 'control_request' && event.request && event.request.subtype === 'can_use_tool') {
+      this.pending = event;
+      this.wake();
+      return;
+    }
+    if (event.type === 'control_request') {
+      // Anything else Qwen Code asks its controller (hooks, SDK MCP messages) is not configured here.
+      this.write({ type: 'control_response', response: { subtype: 'error', request_id: event.request_id, error: `not supported by the delegation-harness adapter: ${event.request && event.request.subtype}` } });
+      return;
+    }
+    this.events.push(event);
+    if (event.type === 'result') {
+      this.result = event;
+      // The turn is over: end of input ends the process.
+      this.child.stdin.end();
+      this.wake();
+    }
+  }
+
+  write(message) {
+    if (!this.child.stdin.writableEnded) this.child.stdin.write(JSON.stringify(message) + '\n');
+  }
+
+  wake() {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Sends the turn's prompt as one stream-json user message. */
+  prompt(text) {
+    this.write({ type: 'user', session_id: '', message: { role: 'user', content: text }, parent_tool_use_id: null });
+  }
+
+  /** Waits for a permission request or the end of the run (and its process): `{pending}`, `{done}` or `{timedOut}`. */
+  async settle(timeoutMs) {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (this.pending) return { pending: this.pending };
+      if (this.exited) return { done: true };
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        killGroup(this.child, 'SIGKILL');
+        return { timedOut: true };
+      }
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, left);
+        this.waiters.push(() => { clearTimeout(timer); resolve(); });
+      });
+    }
+  }
+
+  /** A person's answer to the pending permission request: allow runs the call as asked, deny refuses it. */
+  answer(allow, message) {
+    const request = this.pending;
+    this.pending = null;
+    const response = allow
+      ? { behavior: 'allow', updatedInput: request.request.input }
+      : { behavior: 'deny', message: message || 'denied by the person' };
+    this.write({ type: 'control_response', response: { subtype: 'success', request_id: request.request_id, response } });
+  }
+
+  stop() { killGroup(this.child, 'SIGKILL'); }
 }

@@ -188,19 +188,69 @@ test('a scripted API failure is model_failed, a declined call is denied, and met
   assert.match(failed.turn.detail, /529/);
   const declined = (await adapter.request('instance/turn', { instance, input: 'CALL:edit' })).result;
   assert.deepEqual(declined.tool_call, { tool: 'edit', outcome: 'denied', reason: 'policy_denied' });
-  for (const method of ['instance/delegate', 'instance/close', 'instance/fork', 'approval/answer', 'instance/tool_call']) {
+  for (const method of ['instance/delegate', 'instance/close', 'instance/fork', 'instance/tool_call']) {
     assert.equal((await adapter.request(method, { instance })).error.code, -32601, method);
   }
-  // on-request: a call Qwen Code would ask a person about cannot be relayed headless: unsupported, not a denial.
+  // A spawn within the ceiling runs unasked under on-request too: the roles reach Qwen Code in the control protocol's initialize.
   const asking = (await adapter.request('instance/start', root(1, { approval_policy: 'on-request' }))).result;
-  const unasked = await adapter.request('instance/turn', { instance: asking.instance, input: 'CALL:edit' });
-  assert.equal(unasked.error.code, -32001);
-  assert.match(unasked.error.message, /asked for a person's approval of edit/);
-  // ...while a spawn within the ceiling runs unasked under on-request too.
   const spawned = (await adapter.request('instance/turn', { instance: asking.instance, input: 'SPAWN:worker' })).result;
   assert.equal(spawned.turn.spawn.outcome, 'ok');
   const granular = await adapter.request('instance/start', root(1, { approval_policy: { granular: {} } }));
   assert.equal(granular.error.code, -32001);
+  await adapter.close();
+});
+
+test('under on-request a call that asks waits for a person over the control protocol: allow runs it, deny refuses it, each answer once', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'qwen-adapter-'));
+  const log = join(store, 'fake.log');
+  const adapter = startAdapter(store, log);
+  await adapter.initialize();
+  const { instance } = (await adapter.request('instance/start', root(1, { approval_policy: 'on-request' }))).result;
+  const asked = (await adapter.request('instance/turn', { instance, input: 'CALL:edit' })).result;
+  assert.deepEqual(asked.tool_call, { tool: 'edit', outcome: 'pending_approval', approval: 'a-1' });
+  assert.ok(invocations(log)[0].argv.includes('stream-json'), 'the run that asks reads stream-json input');
+  const pending = (await adapter.request('state/observe')).result.observed;
+  assert.deepEqual(pending.approvals.map((a) => [a.id, a.state]), [['a-1', 'pending']]);
+  assert.deepEqual(pending.inferred, ['approvals']);
+  // Another turn while the question waits is refused, not started beside it.
+  assert.equal((await adapter.request('instance/turn', { instance, input: 'CALL:edit' })).result.outcome, 'denied');
+  const allowed = (await adapter.request('approval/answer', { request: 'a-1', decision: 'allow' })).result;
+  assert.deepEqual(allowed.tool_call, { tool: 'edit', outcome: 'executed', approval: 'a-1', result: 'ran edit' });
+  const again = (await adapter.request('approval/answer', { request: 'a-1', decision: 'deny' })).result;
+  assert.equal(again.reason, 'event_replayed');
+  (await adapter.request('instance/turn', { instance, input: 'CALL:edit' }));
+  const refused = (await adapter.request('approval/answer', { request: 'a-2', decision: 'deny' })).result;
+  assert.equal(refused.outcome, 'denied');
+  assert.deepEqual(refused.tool_call, { tool: 'edit', outcome: 'denied', reason: 'policy_denied', approval: 'a-2' });
+  const settled = (await adapter.request('state/observe')).result.observed.approvals;
+  assert.deepEqual(settled.map((a) => [a.id, a.state, a.decision]), [['a-1', 'dispatched', 'allow'], ['a-2', 'decided', 'deny']]);
+  // Control: under never nobody is asked: headless, Qwen Code declines the call itself.
+  const never = (await adapter.request('instance/start', root(1))).result;
+  const declined = (await adapter.request('instance/turn', { instance: never.instance, input: 'CALL:edit' })).result;
+  assert.deepEqual(declined.tool_call, { tool: 'edit', outcome: 'denied', reason: 'policy_denied' });
+  assert.equal((await adapter.request('state/observe')).result.observed.approvals.length, 2);
+  // A question whose process is gone (the adapter restarted) cannot be answered.
+  (await adapter.request('instance/turn', { instance, input: 'CALL:edit' }));
+  await adapter.close();
+  const restarted = startAdapter(store, log);
+  await restarted.initialize();
+  const lost = await restarted.request('approval/answer', { request: 'a-3', decision: 'allow' });
+  assert.equal(lost.error.code, -32002);
+  assert.match(lost.error.message, /ended with its process/);
+  await restarted.close();
+});
+
+test('roles become Qwen Code agents: a read-only role loses the writing tools, a role whose tools nobody serves is refused', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'qwen-adapter-'));
+  const adapter = startAdapter(store, join(store, 'fake.log'));
+  await adapter.initialize();
+  assert.equal((await adapter.request('host/configure', { roles: { reviewer: { sandbox: 'read-only' } } })).result.outcome, 'ok');
+  const reviewer = readFileSync(join(store, 'qwen-code', 'home', '.qwen', 'agents', 'reviewer.md'), 'utf8');
+  assert.match(reviewer, /disallowedTools:\n  - run_shell_command\n  - edit\n  - write_file\n  - notebook_edit/);
+  assert.doesNotMatch(reviewer, /^tools:/m);
+  // No MCP server serves the role's tools: an empty list would mean every tool, so the role is refused.
+  const unserved = await adapter.request('host/configure', { roles: { scout: { tools: ['read_notes'] } } });
+  assert.equal(unserved.error.code, -32001);
   await adapter.close();
 });
 
@@ -263,4 +313,15 @@ test('stream-json mapping: a nested subagent\'s parent, a refusal Qwen Code gave
   ]);
   const ran = turnReport(mcp, { nameBack: (n) => (n === 'mcp__harness__notes_read' ? 'notes.read' : n) });
   assert.deepEqual(ran.tool_call, { tool: 'notes.read', outcome: 'executed', result: 'notes' });
+  // A deny-rule refusal of a tool the read-only mapping removed is read_only_context, the adapter's reading (inferred);
+  // the same refusal outside read-only stays Qwen Code's policy_denied.
+  const ruled = digestEvents([
+    { type: 'assistant', parent_tool_use_id: null, message: { content: [{ type: 'tool_use', id: 'c2', name: 'write_file', input: {} }] } },
+    { type: 'user', parent_tool_use_id: null, message: { content: [{ type: 'tool_result', tool_use_id: 'c2', is_error: true, content: 'Qwen Code requires permission to use "write_file", but that permission was declined. Matching deny rule: "edit".' }] } },
+    { type: 'result', is_error: false, result: 'x' },
+  ]);
+  const readOnly = turnReport(ruled, { removedForReadOnly: (n) => n === 'write_file' });
+  assert.deepEqual(readOnly.tool_call, { tool: 'write_file', outcome: 'denied', reason: 'read_only_context' });
+  assert.deepEqual(readOnly.inferred, ['tool_call']);
+  assert.deepEqual(turnReport(ruled, {}).tool_call, { tool: 'write_file', outcome: 'denied', reason: 'policy_denied' });
 });

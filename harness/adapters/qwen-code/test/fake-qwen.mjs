@@ -13,6 +13,12 @@
 //   contains FAIL            the API fails (an error result)
 //   contains HANG            never ends, and ignores SIGTERM (as the issue saw Qwen Code 0.15.10 do)
 //   anything else            the model answers "ok"
+// With `--input-format stream-json` it speaks Qwen Code's control protocol
+// instead: an `initialize` control request first (its `agents` are the only
+// subagent types, as in Qwen Code's SDK mode), then the prompt as a user
+// message; a call that would be declined headless is asked as a
+// `can_use_tool` control request and runs or is refused by the answer; the
+// process ends at the end of its input.
 // Every invocation's argv, cwd and chosen environment are appended to
 // $QWEN_CODE_ADAPTER_FAKE_LOG (one JSON line each) when that is set.
 
@@ -37,7 +43,44 @@ if (argv.includes('--version')) {
   process.stdout.write('0.24.4\n');
   process.exit(0);
 }
-const prompt = readFileSync(0, 'utf8');
+const streamInput = option('--input-format') === 'stream-json';
+/** Stdin's stream-json messages, one at a time (the control protocol). */
+const inbox = [];
+let wakeInbox = () => {};
+let inputEnded = false;
+const nextMessage = async () => {
+  while (inbox.length === 0) {
+    if (inputEnded) return null;
+    await new Promise((resolve) => { wakeInbox = resolve; });
+  }
+  return inbox.shift();
+};
+if (streamInput) {
+  let buffer = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (chunk) => {
+    buffer += chunk;
+    let i;
+    while ((i = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, i).trim();
+      buffer = buffer.slice(i + 1);
+      if (line) inbox.push(JSON.parse(line));
+      wakeInbox();
+    }
+  });
+  process.stdin.on('end', () => { inputEnded = true; wakeInbox(); });
+}
+let sessionAgents = null;
+let prompt;
+if (streamInput) {
+  const init = await nextMessage();
+  sessionAgents = (init && init.request && init.request.agents) || [];
+  process.stdout.write(JSON.stringify({ type: 'control_response', response: { subtype: 'success', request_id: init.request_id, response: { subtype: 'initialize' } } }) + '\n');
+  const user = await nextMessage();
+  prompt = String(user.message.content);
+} else {
+  prompt = readFileSync(0, 'utf8');
+}
 const cwd = process.cwd();
 if (process.env.QWEN_CODE_ADAPTER_FAKE_LOG) {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => /^(HOME|TMPDIR|XDG_|OPENAI_|QWEN_|DASHSCOPE_)/.test(k) && k !== 'QWEN_CODE_ADAPTER_FAKE_LOG'));
@@ -70,6 +113,24 @@ const notFound = (tool) => `Tool "${tool}" not found in registry. Tools must use
 out({ type: 'system', subtype: 'init', cwd, tools: ['agent', 'read_file', 'edit'].filter((t) => !excluded.includes(t)), permission_mode: option('--approval-mode') });
 record({ type: 'user', message: { role: 'user', parts: [{ text: prompt }] } });
 
+/** Headless, a call that asks is declined; over the control protocol a person answers it: true to run. */
+let asks = 0;
+const ask = async (tool, id) => {
+  if (!streamInput) return false;
+  const requestId = `perm-${++asks}`;
+  out({ type: 'control_request', request_id: requestId, request: { subtype: 'can_use_tool', tool_name: tool, tool_use_id: id, input: {} } });
+  for (;;) {
+    const message = await nextMessage();
+    if (!message) process.exit(1);
+    if (message.type === 'control_response' && message.response.request_id === requestId) return message.response.response.behavior === 'allow';
+  }
+};
+const finish = async () => {
+  // Over the control protocol the process ends with its input.
+  if (streamInput) while (await nextMessage());
+};
+const knownAgent = (role) => !sessionAgents || sessionAgents.some((a) => a.name === role);
+
 if (prompt.includes('HANG')) {
   process.on('SIGTERM', () => {});
   setInterval(() => {}, 1000);
@@ -83,6 +144,7 @@ if (prompt.includes('HANG')) {
     const id = 'call_harness_1';
     assistant([{ type: 'tool_use', id, name: 'agent', input: { description: 'd', prompt: 'child task', subagent_type: spawn[1], run_in_background: false } }]);
     if (excluded.includes('agent')) toolResult(id, notFound('agent'), true);
+    else if (!knownAgent(spawn[1])) toolResult(id, `Subagent "${spawn[1]}" not found.`, true);
     else if (!allowed.includes('agent') && !yolo) toolResult(id, declined('agent'), true);
     else {
       const agentId = `${spawn[1]}-${id}`;
@@ -100,7 +162,9 @@ if (prompt.includes('HANG')) {
     assistant([{ type: 'tool_use', id, name: call[1], input: {} }]);
     if (excluded.includes(call[1])) toolResult(id, notFound(call[1]), true);
     else if (allowed.includes(call[1]) || yolo) toolResult(id, `ran ${call[1]}`);
-    else toolResult(id, declined(call[1]), true);
+    else if (!streamInput) toolResult(id, declined(call[1]), true);
+    else if (await ask(call[1], id)) toolResult(id, `ran ${call[1]}`);
+    else toolResult(id, 'denied by the person', true);
     assistant([{ type: 'text', text: 'done' }]);
     result({ result: 'done' });
   } else {
@@ -108,3 +172,4 @@ if (prompt.includes('HANG')) {
     result({ result: 'ok' });
   }
 }
+await finish();

@@ -106,16 +106,17 @@ pub fn mcp_tool_name(server: &str, tool: &str) -> String {
 }
 
 /// The one offered `mcp__<server>__<tool>` name for the scripted tool, over
-/// the configured server names; `None` when the scripted name itself is
-/// offered, or none or several such names are.
+/// the configured server names; `None` when none or several such names are.
+/// It wins over the scripted name itself: a script names the harness's MCP
+/// tools, Qwen Code offers that name only for a tool the harness's server
+/// serves, and Qwen Code's own built-ins (`read_file`, `write_file`, `edit`,
+/// `glob`, ...) share names with tools the catalogue serves, which a call
+/// under the bare name would reach instead.
 pub(super) fn offered_mcp_name(
     scripted: &str,
     servers: &[String],
     offered: &BTreeMap<String, String>,
 ) -> Option<String> {
-    if offered.contains_key(scripted) {
-        return None;
-    }
     let mut names: Vec<String> = servers
         .iter()
         .map(|server| mcp_tool_name(server, scripted))
