@@ -66,6 +66,16 @@ export class Adapter {
   loadState() {
     this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
     this.state.approvals = this.state.approvals || [];
+    // A fresh adapter holds no `claude` run: a permission request that was
+    // pending lived in a process that is gone (Claude Code keeps no permission
+    // requests in its store), so nothing is left to answer.
+    let lost = false;
+    for (const approval of this.state.approvals) {
+      if (approval.state !== 'pending') continue;
+      approval.state = 'gone';
+      lost = true;
+    }
+    if (lost) this.saveState();
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -414,6 +424,18 @@ export class Adapter {
     };
   }
 
+  /**
+   * Whether Claude Code's permission request behind an approval is gone: it
+   * lives only in the `claude` run that asked it, so once that run has ended
+   * (a restart, a crash) there is nothing to answer.
+   */
+  requestGone(approval) {
+    if (approval.state === 'gone') return true;
+    if (approval.state !== 'pending') return false;
+    const run = this.live.get(approval.root);
+    return !(run && !run.exited && run.pending && run.pending.request_id === approval.request_id);
+  }
+
   /** A person's answer: allow or deny Claude Code's pending permission request. */
   async answer(params) {
     const requestId = needString(params, 'request');
@@ -423,11 +445,12 @@ export class Adapter {
     }
     const approval = this.state.approvals.find((a) => a.id === requestId);
     if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
-    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
     const run = this.live.get(approval.root);
-    if (!run || !run.pending || run.pending.request_id !== approval.request_id) {
-      throw new RpcError(CODES.HOST_FAILURE, `Claude Code's permission request behind ${requestId} ended with its process (a restart): nothing is left to answer`);
+    if (this.requestGone(approval)) {
+      // Not listed by state/observe any more: the host holds no such request.
+      return denied('instance_unknown', `Claude Code's permission request behind ${requestId} ended with the claude process that asked it (a restart); Claude Code keeps no permission request in its store, so nothing is left to answer and nothing runs`, ['reason']);
     }
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
     // A person's deny is decided and never dispatched; an allow goes out to Claude Code.
     approval.state = decision === 'allow' ? 'dispatched' : 'decided';
     approval.decision = decision;
@@ -495,7 +518,8 @@ export class Adapter {
         ...(known.parent ? { parent: known.parent } : {}), inferred,
       });
     }
-    const approvals = this.state.approvals.map((a) => ({
+    // A request that ended with its `claude` process is gone: Claude Code holds it nowhere.
+    const approvals = this.state.approvals.filter((a) => !this.requestGone(a)).map((a) => ({
       id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
       arguments_digest: a.arguments_digest, state: a.state,
       ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
@@ -504,8 +528,9 @@ export class Adapter {
       outcome: 'ok',
       observed: {
         now: 0, auto_approve: false, instances, approvals,
-        // Claude Code keeps no approval records: they are the adapter's bookkeeping.
-        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+        // Claude Code keeps no approval records: they are the adapter's bookkeeping,
+        // and so is a list a gone request was dropped from.
+        ...(this.state.approvals.length ? { inferred: ['approvals'] } : {}),
       },
     };
   }

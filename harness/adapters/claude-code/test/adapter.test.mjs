@@ -231,6 +231,39 @@ test('on-request: a call Claude Code asks permission for is a pending approval, 
   await adapter.close();
 });
 
+test('a permission request pending at a restart is gone with its claude process: not listed, and an answer to it runs nothing', async () => {
+  const store = mkdtempSync(join(tmpdir(), 'cc-adapter-'));
+  const log = `${store}.log`;
+  let adapter = startAdapter(store, log);
+  await adapter.initialize();
+  await adapter.request('host/configure', { roles: {} });
+  const started = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request' })).result;
+  const asked = (await adapter.request('instance/turn', { instance: started.instance, input: 'CALL:Bash' })).result;
+  assert.equal(asked.tool_call.outcome, 'pending_approval');
+  let observed = (await adapter.request('state/observe')).result.observed;
+  assert.deepEqual(observed.approvals.map((a) => a.state), ['pending'], 'listed while its claude run waits');
+  await adapter.close();
+
+  adapter = startAdapter(store, log);
+  await adapter.initialize();
+  await adapter.request('host/configure', { roles: {} });
+  observed = (await adapter.request('state/observe')).result.observed;
+  assert.deepEqual(observed.approvals, [], 'Claude Code holds the request nowhere after its process ended');
+  assert.deepEqual(observed.inferred, ['approvals'], 'the list, and what was dropped from it, is the adapter\'s bookkeeping');
+  const runsBefore = invocations(log).length;
+  const answer = (await adapter.request('approval/answer', { request: 'a-1', decision: 'allow' }));
+  assert.equal(answer.error, undefined, 'a gone request is an answer the harness can judge, not a host failure');
+  assert.equal(answer.result.outcome, 'denied');
+  assert.equal(answer.result.reason, 'instance_unknown');
+  assert.deepEqual(answer.result.inferred, ['reason']);
+  assert.equal(invocations(log).length, runsBefore, 'no claude is started for the answer: nothing runs');
+  // The control: an unknown id is refused the same way, and a later turn still works.
+  assert.equal((await adapter.request('approval/answer', { request: 'a-9', decision: 'allow' })).result.reason, 'instance_unknown');
+  const later = (await adapter.request('instance/turn', { instance: started.instance, input: 'hello' })).result;
+  assert.equal(later.turn.reply, 'message');
+  await adapter.close();
+});
+
 test('never: nobody is asked, so a call Claude Code would ask for is denied from its permission_denials', async () => {
   const store = mkdtempSync(join(tmpdir(), 'cc-adapter-'));
   const log = `${store}.log`;
