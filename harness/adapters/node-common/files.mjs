@@ -29,3 +29,25 @@ export function killGroup(child, signal = 'SIGTERM') {
     try { child.kill(signal); } catch { /* already gone */ }
   }
 }
+
+/**
+ * Reads a child's stdout as JSON lines (stream-json, ACP): each parsed
+ * message goes to `onMessage`; a line that is not JSON goes to `onGarbage`,
+ * so it is kept with the host's stderr rather than lost.
+ */
+export function readJsonLines(stream, onMessage, onGarbage) {
+  let buffer = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk) => {
+    buffer += chunk;
+    let i;
+    while ((i = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, i).trim();
+      buffer = buffer.slice(i + 1);
+      if (!line) continue;
+      let message;
+      try { message = JSON.parse(line); } catch { onGarbage(line); continue; }
+      onMessage(message);
+    }
+  });
+}

@@ -7,7 +7,7 @@
 // `onControlResponse` and `userMessage`.
 
 import { spawn } from 'node:child_process';
-import { killGroup } from './files.mjs';
+import { killGroup, readJsonLines } from './files.mjs';
 
 export class StreamJsonRun {
   constructor({ bin, args, env, cwd, onSpawn = () => {} }) {
@@ -18,20 +18,8 @@ export class StreamJsonRun {
     this.pending = null;
     this.child = spawn(bin.command, [...bin.args, ...args, '--input-format', 'stream-json'], { env, cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     onSpawn(this.child);
-    let buffer = '';
-    this.child.stdout.setEncoding('utf8');
-    this.child.stdout.on('data', (chunk) => {
-      buffer += chunk;
-      let i;
-      while ((i = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, i).trim();
-        buffer = buffer.slice(i + 1);
-        if (!line) continue;
-        let event;
-        try { event = JSON.parse(line); } catch { this.stderr += `[stdout, not JSON] ${line}\n`; continue; }
-        this.onEvent(event);
-      }
-    });
+    readJsonLines(this.child.stdout, (message) => this.onEvent(message), (line) => { this.stderr += `[stdout, not JSON] ${line}
+`; });
     this.child.stderr.on('data', (d) => { this.stderr = (this.stderr + d).slice(-20000); });
     this.child.stdin.on('error', () => {});
     this.child.on('error', (e) => { this.stderr += `spawn failed: ${e.message}\n`; });

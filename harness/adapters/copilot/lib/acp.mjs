@@ -13,6 +13,7 @@
 
 import { spawn } from 'node:child_process';
 import { killGroup } from './copilot.mjs';
+import { readJsonLines } from '../../node-common/files.mjs';
 
 const ACP_PROTOCOL_VERSION = 1;
 
@@ -30,20 +31,8 @@ export class AcpProcess {
     this.promptDone = null;
     this.child = spawn(bin.command, [...bin.args, '--acp', ...args], { env, cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     onSpawn(this.child);
-    let buffer = '';
-    this.child.stdout.setEncoding('utf8');
-    this.child.stdout.on('data', (chunk) => {
-      buffer += chunk;
-      let i;
-      while ((i = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, i).trim();
-        buffer = buffer.slice(i + 1);
-        if (!line) continue;
-        let message;
-        try { message = JSON.parse(line); } catch { this.stderr += `[stdout, not JSON] ${line}\n`; continue; }
-        this.onMessage(message);
-      }
-    });
+    readJsonLines(this.child.stdout, (message) => this.onMessage(message), (line) => { this.stderr += `[stdout, not JSON] ${line}
+`; });
     this.child.stderr.on('data', (d) => { this.stderr = (this.stderr + d).slice(-20000); });
     this.child.stdin.on('error', () => {});
     this.child.on('error', (e) => { this.stderr += `spawn failed: ${e.message}\n`; });

@@ -8,6 +8,7 @@
 
 import { spawn } from 'node:child_process';
 import { killGroup } from './gemini.mjs';
+import { readJsonLines } from '../../node-common/files.mjs';
 
 /** The ACP protocol version this client speaks (Gemini CLI 0.61.0 answers 1). */
 export const ACP_PROTOCOL_VERSION = 1;
@@ -40,20 +41,8 @@ export class AcpRun {
     this.done = null;
     this.exited = false;
     this.wake = () => {};
-    let buffer = '';
-    this.child.stdout.setEncoding('utf8');
-    this.child.stdout.on('data', (chunk) => {
-      buffer += chunk;
-      let i;
-      while ((i = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, i).trim();
-        buffer = buffer.slice(i + 1);
-        if (!line) continue;
-        let message;
-        try { message = JSON.parse(line); } catch { this.stderr += `[stdout, not JSON] ${line}\n`; continue; }
-        this.receive(message);
-      }
-    });
+    readJsonLines(this.child.stdout, (message) => this.receive(message), (line) => { this.stderr += `[stdout, not JSON] ${line}
+`; });
     this.child.stderr.on('data', (d) => { this.stderr = (this.stderr + d).slice(-20000); });
     this.child.on('error', (e) => { this.stderr += `spawn failed: ${e.message}\n`; });
     this.child.on('close', (code, signal) => {
