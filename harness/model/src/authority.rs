@@ -407,6 +407,19 @@ pub enum AdmissionError {
     DelegationExhausted,
 }
 
+/// The constraint the harness's scripted authorizer answers `widening` with:
+/// wider than any child may hold, whatever its parent. Full access alone is
+/// not enough (a child of a full-access parent already inherits it, and a
+/// constraint equal to the admission narrows nothing), so it also asks for
+/// unlimited delegation depth, which exceeds every ceiling.
+pub fn widening_constraint(requested: &AuthorityRequest) -> AuthorityRequest {
+    AuthorityRequest {
+        sandbox: Some(Sandbox::FullAccess),
+        delegation_depth: Some(u32::MAX),
+        ..requested.clone()
+    }
+}
+
 /// Effective child authority = min(role default, request, parent ceiling).
 ///
 /// A request above the ceiling on any axis is an error naming the axes, never

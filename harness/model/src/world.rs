@@ -396,10 +396,7 @@ fn authorizer_reply(
         AuthorizerBehaviour::Allow => {}
         AuthorizerBehaviour::AllowNarrowed { constraint } => constraints = Some(constraint.clone()),
         AuthorizerBehaviour::AllowWidening => {
-            constraints = Some(crate::authority::AuthorityRequest {
-                sandbox: Some(crate::authority::Sandbox::FullAccess),
-                ..request.authority.clone()
-            })
+            constraints = Some(crate::authority::widening_constraint(&request.authority))
         }
         AuthorizerBehaviour::ReplayedReceipt => id = last_receipt.clone().unwrap_or(fresh),
         AuthorizerBehaviour::ExpiredReceipt => expires_at = now,

@@ -38,7 +38,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use delegation_model::{AuthorityRequest, Millis, Sandbox, SpawnRequest};
+use delegation_model::{AuthorityRequest, Millis, SpawnRequest};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -84,7 +84,8 @@ pub enum AuthorizerMode {
     Expired,
     /// An allow whose receipt is bound to another request digest.
     Mismatched,
-    /// An allow whose constraints are wider than the request: full access.
+    /// An allow whose constraints are wider than any child may hold
+    /// (`delegation_model::authority::widening_constraint`).
     Widening,
 }
 
@@ -280,14 +281,6 @@ fn parse_request(request: &Request) -> Result<AuthorizationRequest, String> {
     Ok(parsed)
 }
 
-/// Constraints wider than anything a child may be asked for: no sandbox.
-fn widened(requested: &AuthorityRequest) -> AuthorityRequest {
-    AuthorityRequest {
-        sandbox: Some(Sandbox::FullAccess),
-        ..requested.clone()
-    }
-}
-
 impl State {
     fn next_receipt_id(&mut self) -> String {
         self.issued += 1;
@@ -360,7 +353,8 @@ impl State {
                 reply
             }
             AuthorizerMode::Widening => {
-                let constraints = widened(&request.request.authority);
+                let constraints =
+                    delegation_model::authority::widening_constraint(&request.request.authority);
                 self.allow(request, Some(constraints))
             }
             AuthorizerMode::Timeout | AuthorizerMode::Unavailable | AuthorizerMode::Malformed => {

@@ -117,7 +117,7 @@ impl HostState {
             ));
         }
         let effective = self.decisions.child_effective(effective);
-        let names: Vec<&String> = effective.tools.keys().collect();
+        let names = sealed_and_requested_tools(&effective, &request.authority);
         self.check_sealed_tools(p, &names, live)?;
         Ok(Admission {
             parent: parent.to_string(),
@@ -350,4 +350,20 @@ impl HostState {
         self.decisions.delegation_refusal(&mut r);
         r
     }
+}
+
+/// The tools a creation must find undrifted (SD5): those the child seals,
+/// and those the request names even where a role default then drops them,
+/// since a spawn naming a tool that cannot be sealed exactly is refused
+/// whatever the child would end up holding.
+pub(super) fn sealed_and_requested_tools<'a>(
+    effective: &'a Authority,
+    request: &'a AuthorityRequest,
+) -> Vec<&'a String> {
+    let dropped = request
+        .tools
+        .iter()
+        .flatten()
+        .filter(|name| !effective.tools.contains_key(*name));
+    effective.tools.keys().chain(dropped).collect()
 }

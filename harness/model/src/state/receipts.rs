@@ -133,7 +133,10 @@ impl HostState {
             ));
         }
         let p = self.live_instance(parent)?;
-        let names: Vec<&String> = stored.receipt.authority.tools.keys().collect();
+        let names = super::delegation::sealed_and_requested_tools(
+            &stored.receipt.authority,
+            &request.authority,
+        );
         if self.decisions.checks_sealed_tools_on_consume() {
             self.check_sealed_tools(p, &names, live)?;
         }
