@@ -397,9 +397,27 @@ fn json_report(rows: &[Row], correct_failures: &[&ScenarioResult]) -> String {
     serde_json::to_string_pretty(&value).expect("a JSON value serialises") + "\n"
 }
 
+/// Writes the fuzz kill matrix's rows so far to every `--report` file.
+fn write_fuzz_matrix(
+    reports: &[(ReportFormat, PathBuf)],
+    rows: &[crate::fuzz::kill_matrix::FuzzRow],
+    budget: crate::fuzz::kill_matrix::Budget,
+) -> anyhow::Result<()> {
+    use crate::fuzz::kill_matrix::{json_report, markdown};
+    for (format, file) in reports {
+        let text = match format {
+            ReportFormat::Markdown => markdown(rows, budget),
+            ReportFormat::Json => json_report(rows, budget),
+        };
+        std::fs::write(file, text)
+            .with_context(|| format!("cannot write the fuzz kill matrix {}", file.display()))?;
+    }
+    Ok(())
+}
+
 /// `selftest --fuzz SECONDS`: the fuzz kill matrix (see `fuzz::kill_matrix`).
 fn fuzz_matrix(args: &SelftestArgs, seconds: f64) -> anyhow::Result<i32> {
-    use crate::fuzz::kill_matrix::{Budget, fuzz_one, json_report, markdown};
+    use crate::fuzz::kill_matrix::{Budget, fuzz_one};
     if !(seconds > 0.0 && seconds.is_finite()) || !(args.shrink_seconds >= 0.0) {
         bail!("--fuzz and --shrink-seconds take a positive number of seconds, e.g. --fuzz 20");
     }
@@ -446,15 +464,8 @@ fn fuzz_matrix(args: &SelftestArgs, seconds: f64) -> anyhow::Result<i32> {
             }
         );
         rows.push(row);
-    }
-    let table = markdown(&rows, budget);
-    for (format, file) in &args.report {
-        let text = match format {
-            ReportFormat::Markdown => table.clone(),
-            ReportFormat::Json => json_report(&rows, budget),
-        };
-        std::fs::write(file, text)
-            .with_context(|| format!("cannot write the fuzz kill matrix {}", file.display()))?;
+        // Rewritten after every row, so an interrupted matrix keeps what it found.
+        write_fuzz_matrix(&args.report, &rows, budget)?;
     }
     let control_clean = rows.first().is_some_and(|r| r.as_it_should_be());
     let missed = rows.iter().skip(1).filter(|r| !r.as_it_should_be()).count();

@@ -117,6 +117,12 @@ pub trait Decisions: Send + Sync + fmt::Debug {
         bound == parent
     }
 
+    /// A creation checks for drift every tool the request names, also those a
+    /// role default then drops, not only the tools the child ends up with (SD5).
+    fn checks_requested_tools_for_drift(&self) -> bool {
+        true
+    }
+
     /// Consuming a receipt checks the digests it sealed (SD1).
     fn checks_sealed_tools_on_consume(&self) -> bool {
         true

@@ -678,11 +678,10 @@ impl Driver {
                 }
                 let now = self.world.state.now;
                 let behaviour = match authorizer_behaviour(*mode) {
-                    // The harness's replay mode answers a fresh allow while
-                    // it has allowed nothing, and EA4 forbids any child under
-                    // a replay: a replay is scripted only after an allow.
+                    // EA4 forbids any child under a replay, so a replay is
+                    // scripted only when there is a spent receipt to replay.
                     AuthorizerBehaviour::ReplayedReceipt
-                        if !self.world.authorizer_has_allowed() =>
+                        if !self.world.authorizer_last_receipt_used() =>
                     {
                         AuthorizerBehaviour::Allow
                     }

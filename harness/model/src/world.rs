@@ -187,11 +187,15 @@ impl World {
         }
     }
 
-    /// Whether the scripted authorizer has answered an allow yet: its replay
-    /// mode repeats the last allow's receipt id, and answers a fresh allow
-    /// when there is none.
-    pub fn authorizer_has_allowed(&self) -> bool {
-        self.authorizer_last_receipt.is_some()
+    /// Whether the scripted authorizer's last allow admitted a child: its
+    /// replay mode repeats that allow's receipt id (a fresh one when there is
+    /// none), and only a receipt that admitted a child is spent. One the host
+    /// refused when it first came (a widening constraint, a wrong version) was
+    /// never used, so presenting it again is no replay.
+    pub fn authorizer_last_receipt_used(&self) -> bool {
+        self.authorizer_last_receipt
+            .as_ref()
+            .is_some_and(|r| self.state.used_authorizations.contains(r))
     }
 
     /// A restart: the state is rebuilt from what the journal committed.

@@ -514,3 +514,44 @@ fn a_narrower_role_default_wins_and_a_wider_one_is_capped() {
     assert_eq!(effective.sandbox, parent().sandbox);
     assert!(effective.leq(&parent()));
 }
+
+/// The scripted authorizer's widening constraint widens every admission, a
+/// full-access parent's included: checked the way the host checks a
+/// constraint, against the admitted child as the ceiling (fuzzing found a
+/// full-access-only constraint narrowing nothing under a full-access parent).
+#[test]
+fn the_widening_constraint_exceeds_every_admitted_child() {
+    for sandbox in sandboxes() {
+        for depth in [1, 2, 7] {
+            let parent = Authority {
+                sandbox: sandbox.clone(),
+                delegation_depth: depth,
+                ..parent()
+            };
+            for request in [
+                AuthorityRequest::default(),
+                AuthorityRequest {
+                    sandbox: Some(Sandbox::ReadOnly),
+                    delegation_depth: Some(0),
+                    ..AuthorityRequest::default()
+                },
+            ] {
+                let Ok(child) = admit(&parent, None, &request) else {
+                    continue;
+                };
+                let as_ceiling = Authority {
+                    delegation_depth: child.delegation_depth + 1,
+                    ..child.clone()
+                };
+                let widening = delegation_model::authority::widening_constraint(&request);
+                assert!(
+                    matches!(
+                        admit(&as_ceiling, None, &widening),
+                        Err(AdmissionError::CeilingExceeded(_))
+                    ),
+                    "{widening:?} did not widen {child:?}"
+                );
+            }
+        }
+    }
+}

@@ -144,6 +144,8 @@ defects! {
         "the tool digest leaves the description out, so a description-only edit (tool poisoning) is not drift";
     UnsealableToolDropped, "unsealable-tool-dropped", SD5,
         "a spawn naming a tool the parent cannot seal exactly is admitted with that tool silently dropped";
+    DriftCheckedOnChildToolsOnly, "drift-checked-on-child-tools-only", SD5,
+        "a spawn's drift check looks only at the tools the child ends up with, so a redefined tool the request names is admitted when the child's role default drops it";
     NetworkAxisIgnored, "network-axis-ignored", CE1,
         "delegation compares writable roots but not the network flag, so a child of a no-network parent gets network";
     DispatchBeforeRecord, "dispatch-before-record", RS3,
@@ -366,6 +368,10 @@ impl Decisions for Mutant {
 
     fn checks_sealed_tools_on_consume(&self) -> bool {
         !self.is(Defect::ReceiptBindsNames)
+    }
+
+    fn checks_requested_tools_for_drift(&self) -> bool {
+        !self.is(Defect::DriftCheckedOnChildToolsOnly)
     }
 
     fn persists_terminal_state(&self) -> bool {

@@ -380,7 +380,7 @@ pub(super) fn ce5(run: &Run) -> Vec<Violation> {
         if let Some(result) = call.result
             && !allowlisted
             && !result.is_ok()
-            && result.reason != Some(DenyReason::CapabilityDenied)
+            && !refused_as(result.reason, DenyReason::CapabilityDenied)
         {
             out.push(violation(
                 InvariantId::CE5,

@@ -67,9 +67,9 @@ pub(super) fn lw2(run: &Run) -> Vec<Violation> {
         if let Some((Action::DeliverEvent { event, .. }, result)) = action_of(entry) {
             if let Some(first) = delivered.get(event.as_str()) {
                 let answer = result.map(|r| (r.outcome, r.reason));
-                if answer
-                    .is_some_and(|(o, r)| o == Outcome::Ok || r != Some(DenyReason::EventReplayed))
-                {
+                if answer.is_some_and(|(o, r)| {
+                    o == Outcome::Ok || !refused_as(r, DenyReason::EventReplayed)
+                }) {
                     out.push(violation(
                         InvariantId::LW2,
                         entry.step,

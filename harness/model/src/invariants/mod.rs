@@ -231,6 +231,13 @@ fn succeeded(entry: &HistoryEntry) -> bool {
 
 /// The host's state after a step: the entry's observation, or the one an
 /// `state/observe` answer carried.
+/// Whether a refusal gives `expected` as its reason, or the harness's own
+/// injected store fault: a host that cannot persist refuses any action
+/// before deciding it, which is safe and not the defect a reason check is after.
+fn refused_as(reason: Option<DenyReason>, expected: DenyReason) -> bool {
+    reason == Some(expected) || reason == Some(DenyReason::StoreWriteFailed)
+}
+
 fn observed_of(entry: &HistoryEntry) -> Option<&Observed> {
     entry.observed.as_deref().or_else(|| {
         action_of(entry)

@@ -117,7 +117,11 @@ impl HostState {
             ));
         }
         let effective = self.decisions.child_effective(effective);
-        let names = sealed_and_requested_tools(&effective, &request.authority);
+        let names = if self.decisions.checks_requested_tools_for_drift() {
+            sealed_and_requested_tools(&effective, &request.authority)
+        } else {
+            effective.tools.keys().collect()
+        };
         self.check_sealed_tools(p, &names, live)?;
         Ok(Admission {
             parent: parent.to_string(),

@@ -1156,3 +1156,31 @@ fn tc4_finds_a_secret_in_what_the_host_logged() {
     history.last_mut().unwrap().evidence.host_log = "debug: capability issued\n".into();
     assert!(check(InvariantId::TC4, &history).is_empty());
 }
+
+/// A refusal that gives the harness's injected store fault as its reason is
+/// not a wrong reason (the host could not persist, so it refused before
+/// deciding; fuzzing found the checker flagging it); any other wrong reason
+/// still is.
+#[test]
+fn a_store_fault_refusal_satisfies_a_reason_check_and_another_reason_does_not() {
+    let call = |reason| {
+        H::new()
+            .then(issue_canary)
+            .act(
+                Action::CapabilityCall {
+                    secret: CANARY.into(),
+                    task: "t1".into(),
+                    agent: "root".into(),
+                    tool: "fs.write".into(),
+                    arguments: serde_json::json!({}),
+                    call_id: None,
+                },
+                ActionResult::denied(reason, "refused"),
+            )
+            .build()
+    };
+    assert!(check(InvariantId::CE5, &call(DenyReason::StoreWriteFailed)).is_empty());
+    let wrong = check(InvariantId::CE5, &call(DenyReason::ToolDrift));
+    assert_eq!(wrong.len(), 1, "{wrong:?}");
+    assert!(wrong[0].message.contains("expected capability_denied"));
+}
