@@ -379,6 +379,9 @@ pub struct Driver {
     /// What the last `Authorizer` operation scripted.
     authorizer: Option<AuthorizerBehaviour>,
     authorizer_on: bool,
+    /// A replay was asked for before any receipt was spent: the authorizer
+    /// allows until one is, then replays it (see [`Driver::take_deferred_replay`]).
+    replay_deferred: bool,
     /// `Authorizer { allow: true }` allows with a receipt bound to each
     /// request (children admitted), as the harness's real authorizer does;
     /// off, its receipt is bound to nothing and every child is refused (the
@@ -444,6 +447,7 @@ impl Driver {
             last_wait_deadline: None,
             authorizer: None,
             authorizer_on,
+            replay_deferred: false,
             bound_allows: true,
         }
     }
@@ -513,8 +517,26 @@ impl Driver {
         pick(&self.instances, i).unwrap_or_else(|| "inst-missing".into())
     }
 
+    /// Scripts a deferred replay once a receipt has been spent, returning
+    /// the new behaviour for the scenario's own authorizer step. Called after
+    /// every operation; a replay asked for before any child was admitted
+    /// would otherwise be an allow for the rest of the sequence, and the
+    /// replay defects need an allow, a child and a replay, in that order.
+    pub fn take_deferred_replay(&mut self) -> Option<AuthorizerBehaviour> {
+        if !(self.replay_deferred && self.bound_allows && self.world.authorizer_last_receipt_used())
+        {
+            return None;
+        }
+        self.replay_deferred = false;
+        let replay = AuthorizerBehaviour::ReplayedReceipt;
+        self.authorizer = Some(replay.clone());
+        self.world
+            .change(SimChange::AuthorizerAnswers(replay.clone()));
+        Some(replay)
+    }
+
     /// What the last `Authorizer` operation scripted (a replay before any
-    /// allow is scripted as an allow).
+    /// spent receipt is scripted as an allow).
     pub fn authorizer_behaviour(&self) -> Option<&AuthorizerBehaviour> {
         self.authorizer.as_ref()
     }
@@ -543,6 +565,7 @@ impl Driver {
     /// scenario does.
     pub fn step(&mut self, op: &Op) {
         self.apply(op);
+        self.take_deferred_replay();
         self.world.apply(&Action::Observe);
     }
 
@@ -677,15 +700,17 @@ impl Driver {
                     }));
                 }
                 let now = self.world.state.now;
-                let behaviour = match authorizer_behaviour(*mode) {
-                    // EA4 forbids any child under a replay, so a replay is
-                    // scripted only when there is a spent receipt to replay.
-                    AuthorizerBehaviour::ReplayedReceipt
-                        if !self.world.authorizer_last_receipt_used() =>
-                    {
-                        AuthorizerBehaviour::Allow
-                    }
-                    behaviour => behaviour,
+                let wanted = authorizer_behaviour(*mode);
+                // EA4 forbids any child under a replay, so a replay is
+                // scripted only when there is a spent receipt to replay;
+                // until then the authorizer allows, and the replay follows
+                // the first child it admits.
+                self.replay_deferred = wanted == AuthorizerBehaviour::ReplayedReceipt
+                    && !self.world.authorizer_last_receipt_used();
+                let behaviour = if self.replay_deferred {
+                    AuthorizerBehaviour::Allow
+                } else {
+                    wanted
                 };
                 self.authorizer = Some(behaviour.clone());
                 self.world.change(match (behaviour, self.bound_allows) {

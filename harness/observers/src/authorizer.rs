@@ -328,8 +328,11 @@ impl State {
                 Some(previous) => {
                     let mut reply = self.allow(request, None);
                     if let Some(receipt) = reply.receipt.as_mut() {
-                        receipt.id = previous;
+                        receipt.id = previous.clone();
                     }
+                    // Every later replay repeats the same spent id: the fresh
+                    // one `allow` drew was never sent.
+                    self.last_allow_receipt = Some(previous);
                     reply
                 }
                 None => self.allow(request, None),

@@ -141,6 +141,10 @@ async fn replay_repeats_the_previous_allows_receipt_id() {
     let replayed = reply(&authorizer).await;
     assert_eq!(replayed.decision, AuthorizationDecision::Allow);
     assert_eq!(replayed.receipt.unwrap().id, original);
+    // Every later replay too, as the model's authorizer does (fuzzing found
+    // the second one carrying a fresh id the host rightly accepted).
+    let again = reply(&authorizer).await;
+    assert_eq!(again.receipt.unwrap().id, original);
 }
 
 #[tokio::test]
@@ -165,6 +169,7 @@ async fn late_expired_mismatched_and_widening_allows_each_break_exactly_one_rule
     let widening = reply(&authorizer).await;
     let constraints = widening.constraints.expect("widening constraints");
     assert_eq!(constraints.sandbox, Some(Sandbox::FullAccess));
+    assert_eq!(constraints.delegation_depth, Some(u32::MAX));
     assert_eq!(widening.receipt.unwrap().binding, DIGEST);
 }
 

@@ -290,6 +290,9 @@ impl Translator {
         self.driver.apply(&op);
         let entries: Vec<HistoryEntry> = self.driver.world.history[from..].to_vec();
         self.translate_entries(k, &op, entries, before)?;
+        if let Some(mode) = self.driver.take_deferred_replay() {
+            self.push(k, StepAction::Authorizer(AuthorizerStep { mode }), None);
+        }
         if announce {
             self.driver.world.change(SimChange::AnnounceListChanged);
             self.push(
