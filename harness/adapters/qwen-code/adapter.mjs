@@ -69,6 +69,17 @@ export class Adapter {
   loadState() {
     this.state = readJson(this.paths.state, { instances: {}, configuration: {} });
     this.state.approvals = this.state.approvals || [];
+    // A fresh adapter holds no `qwen` run: a question that was pending lived in
+    // a process that is gone (Qwen Code keeps no pending question in its store,
+    // and its session recovery answers the interrupted call with a synthesised
+    // failure rather than asking again), so nothing is left to answer.
+    let lost = false;
+    for (const approval of this.state.approvals) {
+      if (approval.state !== 'pending') continue;
+      approval.state = 'gone';
+      lost = true;
+    }
+    if (lost) this.saveState();
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
@@ -435,6 +446,18 @@ export class Adapter {
     };
   }
 
+  /**
+   * Whether Qwen Code's `can_use_tool` question behind an approval is gone: it
+   * lives only in the `qwen` run that asked it, so once that run has ended
+   * (a restart, a crash) there is nothing to answer.
+   */
+  requestGone(approval) {
+    if (approval.state === 'gone') return true;
+    if (approval.state !== 'pending') return false;
+    const run = this.live.get(approval.root);
+    return !(run && !run.exited && run.pending && run.pending.request_id === approval.request_id);
+  }
+
   /** A person's answer: allow or deny Qwen Code's pending permission request. */
   async answer(params) {
     const requestId = needString(params, 'request');
@@ -444,11 +467,12 @@ export class Adapter {
     }
     const approval = this.state.approvals.find((a) => a.id === requestId);
     if (!approval) return denied('instance_unknown', `no approval request ${requestId}`, ['reason']);
-    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
     const run = this.live.get(approval.root);
-    if (!run || !run.pending || run.pending.request_id !== approval.request_id) {
-      throw new RpcError(CODES.HOST_FAILURE, `Qwen Code's permission request behind ${requestId} ended with its process (a restart): Qwen Code keeps no question to answer, so the person's ${decision} cannot reach the call`);
+    if (this.requestGone(approval)) {
+      // Not listed by state/observe any more: the host holds no such question.
+      return denied('instance_unknown', `Qwen Code's permission request behind ${requestId} ended with the qwen process that asked it (a restart); Qwen Code keeps no pending question in its store, so nothing is left to answer and nothing runs`, ['reason']);
     }
+    if (approval.state !== 'pending') return denied('event_replayed', `approval request ${requestId} was already answered`, ['reason']);
     // A person's deny is decided and never dispatched; an allow goes out to Qwen Code.
     approval.state = decision === 'allow' ? 'dispatched' : 'decided';
     approval.decision = decision;
@@ -528,7 +552,8 @@ export class Adapter {
         ...(known.parent ? { parent: known.parent } : {}), inferred,
       });
     }
-    const approvals = this.state.approvals.map((a) => ({
+    // A question that ended with its `qwen` process is gone: Qwen Code holds it nowhere.
+    const approvals = this.state.approvals.filter((a) => !this.requestGone(a)).map((a) => ({
       id: a.id, instance: a.instance, class: a.class, tool: a.tool, tool_digest: a.tool_digest,
       arguments_digest: a.arguments_digest, state: a.state,
       ...(a.decision ? { decision: a.decision, decided_by: a.decided_by } : {}),
@@ -537,8 +562,9 @@ export class Adapter {
       outcome: 'ok',
       observed: {
         now: 0, auto_approve: false, instances, approvals,
-        // Qwen Code keeps no approval records: they are the adapter's bookkeeping.
-        ...(approvals.length ? { inferred: ['approvals'] } : {}),
+        // Qwen Code keeps no approval records: they are the adapter's bookkeeping,
+        // and so is a list a gone question was dropped from.
+        ...(this.state.approvals.length ? { inferred: ['approvals'] } : {}),
       },
     };
   }

@@ -229,14 +229,22 @@ test('under on-request a call that asks waits for a person over the control prot
   const declined = (await adapter.request('instance/turn', { instance: never.instance, input: 'CALL:edit' })).result;
   assert.deepEqual(declined.tool_call, { tool: 'edit', outcome: 'denied', reason: 'policy_denied' });
   assert.equal((await adapter.request('state/observe')).result.observed.approvals.length, 2);
-  // A question whose process is gone (the adapter restarted) cannot be answered.
+  // A question whose process is gone (the adapter restarted) is no longer listed and cannot be answered.
   (await adapter.request('instance/turn', { instance, input: 'CALL:edit' }));
+  assert.deepEqual((await adapter.request('state/observe')).result.observed.approvals.map((a) => [a.id, a.state]).at(-1), ['a-3', 'pending']);
   await adapter.close();
   const restarted = startAdapter(store, log);
   await restarted.initialize();
-  const lost = await restarted.request('approval/answer', { request: 'a-3', decision: 'allow' });
-  assert.equal(lost.error.code, -32002);
-  assert.match(lost.error.message, /ended with its process/);
+  const after = (await restarted.request('state/observe')).result.observed;
+  assert.deepEqual(after.approvals.map((a) => a.id), ['a-1', 'a-2'], 'the gone question is dropped, the answered ones stay');
+  assert.deepEqual(after.inferred, ['approvals']);
+  const runsBefore = invocations(log).length;
+  const lost = (await restarted.request('approval/answer', { request: 'a-3', decision: 'allow' })).result;
+  assert.equal(lost.outcome, 'denied');
+  assert.equal(lost.reason, 'instance_unknown');
+  assert.deepEqual(lost.inferred, ['reason']);
+  assert.match(lost.detail, /ended with the qwen process/);
+  assert.equal(invocations(log).length, runsBefore, 'nothing is started for a gone question');
   await restarted.close();
 });
 
