@@ -180,25 +180,35 @@ export const callIdOf = (toolId, name = DELEGATION_TOOL) =>
 /**
  * One session file as Gemini CLI keeps it (JSONL: a header line with
  * `sessionId` and `kind`, then messages, each written again when updated,
- * and `$set` lines): `{header, messages}` with the last version of each message.
+ * and `$set` lines): `{header, messages, calls}` with the last version of
+ * each message, and every tool call any version recorded (by call id, its
+ * last recorded version). A resumed session's history is written again
+ * (`$set`) without the tool calls of earlier turns; the lines before it are
+ * still Gemini CLI's record of those calls and of the subagents they started.
  */
 function readSessionFile(path) {
   let text = '';
   try { text = readFileSync(path, 'utf8'); } catch { return null; }
   let header = null;
   const messages = new Map();
+  const calls = new Map();
+  const record = (m) => {
+    messages.set(m.id, m);
+    if (m.type !== 'gemini') return;
+    for (const call of m.toolCalls || []) if (call && call.id) calls.set(call.id, { ...calls.get(call.id), ...call });
+  };
   for (const line of text.split('\n')) {
     if (!line.trim()) continue;
     let entry;
     try { entry = JSON.parse(line); } catch { continue; /* a partial last line */ }
     if (!header && entry.sessionId) { header = entry; continue; }
     if (entry.$set && Array.isArray(entry.$set.messages)) {
-      for (const m of entry.$set.messages) if (m && m.id) messages.set(m.id, m);
+      for (const m of entry.$set.messages) if (m && m.id) record(m);
       continue;
     }
-    if (entry.id && entry.type) messages.set(entry.id, entry);
+    if (entry.id && entry.type) record(entry);
   }
-  return header ? { header, messages: [...messages.values()] } : null;
+  return header ? { header, messages: [...messages.values()], calls: [...calls.values()] } : null;
 }
 
 /**
@@ -207,37 +217,57 @@ function readSessionFile(path) {
  * the model answered in it, and each subagent it started: the `invoke_agent`
  * call's id (the model's), Gemini CLI's `agentId`, the agent's name, and the
  * call's status and the subagent's state as the session records them.
+ *
+ * A session can span several files: `--resume` records a new file under the
+ * same session id (named by the minute it starts; within the same minute it
+ * appends to the resumed file), holding the start-up context, then writes
+ * the history again into the resumed file without the earlier turns' tool
+ * calls, and goes on there. Every file of a session id is read, oldest
+ * first; a subagent is every `invoke_agent` call with an `agentId` any of
+ * them recorded.
  */
 export function readStore(geminiDir) {
-  const sessions = new Map();
+  const files = new Map();
   const projects = join(geminiDir, 'tmp');
   let names = [];
-  try { names = readdirSync(projects); } catch { return sessions; }
+  try { names = readdirSync(projects); } catch { return new Map(); }
   for (const project of names) {
     const chats = join(projects, project, 'chats');
-    let files = [];
-    try { files = readdirSync(chats); } catch { continue; }
-    for (const file of files) {
+    let entries = [];
+    try { entries = readdirSync(chats); } catch { continue; }
+    for (const file of entries) {
       if (!file.startsWith('session-') || !file.endsWith('.jsonl')) continue;
       const session = readSessionFile(join(chats, file));
       if (!session || session.header.kind === 'subagent') continue;
-      const subagents = [];
-      let answered = false;
-      for (const message of session.messages) {
-        if (message.type !== 'gemini') continue;
-        answered = true;
-        for (const call of message.toolCalls || []) {
-          if (call.name !== DELEGATION_TOOL || !call.agentId) continue;
-          const display = call.resultDisplay || {};
-          subagents.push({
-            callId: callIdOf(call.id), agentId: call.agentId, agentName: (call.args || {}).agent_name,
-            status: call.status, state: display.state, terminateReason: display.terminateReason,
-            transcript: join(chats, session.header.sessionId, `${call.agentId}.jsonl`),
-          });
-        }
-      }
-      sessions.set(session.header.sessionId, { path: join(chats, file), answered, subagents, messages: session.messages });
+      const id = session.header.sessionId;
+      if (!files.has(id)) files.set(id, []);
+      files.get(id).push({ ...session, chats, path: join(chats, file) });
     }
+  }
+  const sessions = new Map();
+  for (const [id, parts] of files) {
+    parts.sort((a, b) => String(a.header.startTime || '').localeCompare(String(b.header.startTime || '')));
+    const merged = new Map();
+    const calls = new Map();
+    for (const part of parts) {
+      for (const m of part.messages) merged.set(m.id, m);
+      for (const call of part.calls) calls.set(call.id, { ...calls.get(call.id), ...call });
+    }
+    const messages = [...merged.values()];
+    const answered = messages.some((m) => m.type === 'gemini');
+    const subagents = [];
+    for (const call of calls.values()) {
+      if (call.name !== DELEGATION_TOOL || !call.agentId) continue;
+      const display = call.resultDisplay || {};
+      subagents.push({
+        callId: callIdOf(call.id), agentId: call.agentId, agentName: (call.args || {}).agent_name,
+        status: call.status, state: display.state, terminateReason: display.terminateReason,
+        transcript: join(parts[0].chats, id, `${call.agentId}.jsonl`),
+      });
+    }
+    // The file that holds the conversation: the one with the most messages.
+    const main = parts.reduce((a, b) => (b.messages.length > a.messages.length ? b : a));
+    sessions.set(id, { path: main.path, answered, subagents, messages });
   }
   return sessions;
 }

@@ -385,3 +385,29 @@ test('a role whose default names tools is an agent definition listing Gemini CLI
     server.close();
   }
 });
+
+test('a session resumed into a second file is read whole: its subagents from every file of its id', async () => {
+  const { readStore } = await import('../lib/gemini.mjs');
+  const { mkdirSync, writeFileSync } = await import('node:fs');
+  const dir = mkdtempSync(join(tmpdir(), 'gemini-store-'));
+  const chats = join(dir, 'tmp', 'repo', 'chats');
+  mkdirSync(chats, { recursive: true });
+  const header = (startTime) => ({ sessionId: 's-1', startTime, kind: 'main' });
+  const spawnCall = (n) => ({
+    id: `m-${n}`, type: 'gemini', content: '',
+    toolCalls: [{ id: `invoke_agent__harness_spawn_${n}`, name: 'invoke_agent', agentId: `agent-${n}`, status: 'success', args: { agent_name: 'worker' } }],
+  });
+  // As Gemini CLI 0.61.0 writes it: the resumed file goes on growing, and a
+  // later file under the same id holds only the start-up context.
+  // The resumed history, written again, no longer carries the first call.
+  const rewritten = { $set: { messages: [{ ...spawnCall(0), toolCalls: undefined }] } };
+  writeFileSync(join(chats, 'session-2026-12-02T14-09-s1.jsonl'), [header('2026-12-02T14:09:00Z'), spawnCall(0), { $set: { sessionId: 's-1' } }, rewritten, spawnCall(3)]
+    .map((e) => JSON.stringify(e)).join('\n'));
+  writeFileSync(join(chats, 'session-2026-12-02T14-10-s1.jsonl'), [header('2026-12-02T14:10:00Z'), { $set: { messages: [{ id: 'ctx', type: 'user', content: [{ text: '<session_context>' }] }] } }]
+    .map((e) => JSON.stringify(e)).join('\n'));
+  const session = readStore(dir).get('s-1');
+  assert.ok(session.answered);
+  assert.deepEqual(session.subagents.map((s) => s.callId), ['harness_spawn_0', 'harness_spawn_3']);
+  assert.equal(session.path, join(chats, 'session-2026-12-02T14-09-s1.jsonl'));
+  rmSync(dir, { recursive: true, force: true });
+});
