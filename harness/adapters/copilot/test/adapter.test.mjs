@@ -250,6 +250,16 @@ test('event mapping: a grandchild\'s parent is the subagent whose turn called ta
   const report = turnReport(removed, { nameBack: (n) => (n === copilotToolName('harness', 'notes.read') ? 'notes.read' : n) });
   assert.deepEqual(report.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'no_such_tool' });
   assert.deepEqual(report.inferred, []);
+
+  // As Copilot 1.0.102 words it when a resumed session's cached definition no longer matches (rs/164).
+  const changed = digestEvents([
+    { type: 'assistant.message', data: { content: '', toolRequests: [{ toolCallId: 'c5', name: 'harness-notes-read', arguments: {} }] } },
+    { type: 'tool.execution_complete', data: { toolCallId: 'c5', success: false, error: { message: 'MCP tool catalog changed before tool "harness-notes-read" could be invoked: Cached MCP tool "notes.read" changed before it could be invoked', code: 'failure' } } },
+    { type: 'result', exitCode: 0 },
+  ]);
+  const drift = turnReport(changed, { nameBack: (n) => (n === copilotToolName('harness', 'notes.read') ? 'notes.read' : n) });
+  assert.deepEqual(drift.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'mcp_tool_changed' });
+  assert.deepEqual(drift.inferred, []);
 });
 
 test('on-request: the root is Copilot\'s ACP session; writes run unasked, a call Copilot asks about waits for a person\'s answer, and a second answer is refused', async () => {
