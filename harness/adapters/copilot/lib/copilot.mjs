@@ -119,6 +119,12 @@ export function isolatedEnv(storeDir, modelEndpoint, bin, base = process.env) {
     NO_COLOR: '1',
   });
   if (bin && bin.dist) env.COPILOT_CLI_DIST_DIR = bin.dist;
+  // Copilot's persisted MCP tool cache offers a session's model the tools it
+  // listed in an earlier run until the live list arrives, and refuses a call
+  // of a cached tool whose live definition differs; which comes first is a
+  // race, so a verdict on drift would depend on load (README finding 8). Off
+  // by default; COPILOT_ADAPTER_MCP_TOOL_CACHE=on leaves Copilot's default.
+  if (base.COPILOT_ADAPTER_MCP_TOOL_CACHE !== 'on') env.COPILOT_MCP_TOOL_CACHE = 'false';
   for (const key of ['XDG_CONFIG_HOME', 'XDG_DATA_HOME', 'XDG_STATE_HOME', 'XDG_CACHE_HOME', 'XDG_RUNTIME_DIR', 'TMPDIR', 'COPILOT_HOME']) {
     mkdirSync(env[key], { recursive: true, mode: 0o700 });
   }

@@ -15,6 +15,12 @@ const REFUSALS = [
   // tool its server stopped serving): Copilot's "Tool 'X' does not exist.",
   // under its own name (an expectations file maps it, e.g. onto tool_drift).
   { pattern: /^Tool '.*' does not exist/i, reason: 'no_such_tool' },
+  // Copilot's own check of the MCP tool definitions a session cached when it
+  // listed them (a resumed session keeps them): a call of a tool whose live
+  // definition differs is refused, "MCP tool catalog changed before tool 'X'
+  // could be invoked: Cached MCP tool 'Y' changed before it could be
+  // invoked", under its own name (an expectations file maps it onto tool_drift).
+  { pattern: /MCP tool catalog changed before tool|Cached MCP tool .* changed before it could be invoked/i, reason: 'mcp_tool_changed' },
   // A person rejected the call when Copilot asked (ACP's reject_once): "The user rejected this tool call."
   { code: 'rejected', reason: 'policy_denied' },
   // Copilot's own nesting limit (`subagents.maxDepth`) refused a `task` call.

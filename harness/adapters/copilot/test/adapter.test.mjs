@@ -9,6 +9,7 @@ import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { digestEvents, turnReport, childrenOf } from '../lib/mapping.mjs';
 import { copilotToolName } from '../lib/mcp.mjs';
+import { isolatedEnv } from '../lib/copilot.mjs';
 import { eligibility, asksPerson } from '../adapter.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -88,6 +89,19 @@ function files(dir) {
   }
   return out;
 }
+
+test('Copilot runs without its persisted MCP tool cache unless COPILOT_ADAPTER_MCP_TOOL_CACHE=on, and no caller COPILOT_* reaches it', () => {
+  const store = makeTemp(join(tmpdir(), 'copilot-env-'));
+  try {
+    const off = isolatedEnv(store, 'http://127.0.0.1:9/', null, { PATH: '/bin', COPILOT_MCP_TOOL_CACHE: 'true', GITHUB_TOKEN: 'x' });
+    assert.equal(off.COPILOT_MCP_TOOL_CACHE, 'false');
+    assert.equal(off.GITHUB_TOKEN, undefined);
+    const on = isolatedEnv(store, 'http://127.0.0.1:9/', null, { PATH: '/bin', COPILOT_ADAPTER_MCP_TOOL_CACHE: 'on', COPILOT_MCP_TOOL_CACHE: 'true' });
+    assert.equal(on.COPILOT_MCP_TOOL_CACHE, undefined);
+  } finally {
+    rmSync(store, { recursive: true, force: true });
+  }
+});
 
 test('a root is a Copilot session under the instance id; an allowed spawn is its subagent, named by the task call that started it', async () => {
   const store = mkdtempSync(join(tmpdir(), 'copilot-adapter-'));
@@ -250,6 +264,16 @@ test('event mapping: a grandchild\'s parent is the subagent whose turn called ta
   const report = turnReport(removed, { nameBack: (n) => (n === copilotToolName('harness', 'notes.read') ? 'notes.read' : n) });
   assert.deepEqual(report.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'no_such_tool' });
   assert.deepEqual(report.inferred, []);
+
+  // As Copilot 1.0.102 words it when a resumed session's cached definition no longer matches (rs/164).
+  const changed = digestEvents([
+    { type: 'assistant.message', data: { content: '', toolRequests: [{ toolCallId: 'c5', name: 'harness-notes-read', arguments: {} }] } },
+    { type: 'tool.execution_complete', data: { toolCallId: 'c5', success: false, error: { message: 'MCP tool catalog changed before tool "harness-notes-read" could be invoked: Cached MCP tool "notes.read" changed before it could be invoked', code: 'failure' } } },
+    { type: 'result', exitCode: 0 },
+  ]);
+  const drift = turnReport(changed, { nameBack: (n) => (n === copilotToolName('harness', 'notes.read') ? 'notes.read' : n) });
+  assert.deepEqual(drift.tool_call, { tool: 'notes.read', outcome: 'denied', reason: 'mcp_tool_changed' });
+  assert.deepEqual(drift.inferred, []);
 });
 
 test('on-request: the root is Copilot\'s ACP session; writes run unasked, a call Copilot asks about waits for a person\'s answer, and a second answer is refused', async () => {
