@@ -198,6 +198,12 @@ impl World {
             .is_some_and(|r| self.state.used_authorizations.contains(r))
     }
 
+    /// Whether an announced tool-list change is held in memory only: its
+    /// invalidation's write failed, so a restart now would drop it.
+    pub fn list_changed_uncommitted(&self) -> bool {
+        self.list_changed_pending
+    }
+
     /// A restart: the state is rebuilt from what the journal committed.
     pub fn restart(&mut self) {
         let rows = self.journal.rows();

@@ -58,6 +58,14 @@ pub(super) fn pg1(run: &Run) -> Vec<Violation> {
                 }
             }
         }
+        // A person's answer whose decision could not be written used up a
+        // firing too (fuzzing found the checker still counting it armed).
+        if let Some((Action::Answer { .. }, Some(result))) = action_of(entry)
+            && result.reason == Some(DenyReason::StoreWriteFailed)
+            && let Some(Some(n)) = &mut armed
+        {
+            *n = n.saturating_sub(1);
+        }
         // Armed faults are run-scoped: a restarted host starts with none.
         if matches!(entry.kind, StepKind::Restart) {
             armed = None;

@@ -1184,3 +1184,45 @@ fn a_store_fault_refusal_satisfies_a_reason_check_and_another_reason_does_not() 
     assert_eq!(wrong.len(), 1, "{wrong:?}");
     assert!(wrong[0].message.contains("expected capability_denied"));
 }
+
+/// A person's answer whose decision write failed uses up the armed firing,
+/// so the automatic allow after it may run (fuzzing found PG1 still
+/// counting the fault armed); with the firing unspent it may not.
+#[test]
+fn a_failed_answer_uses_up_an_armed_decision_write_failure() {
+    let history = |answered: bool| {
+        let mut h = H::new()
+            .act(
+                Action::Configure(Configuration {
+                    auto_approve: true,
+                    ..Configuration::default()
+                }),
+                ActionResult::ok(),
+            )
+            .then(start_root)
+            .act(
+                Action::ArmFault {
+                    point: FaultPoint::StoreWriteDecision,
+                    times: Some(1),
+                },
+                ActionResult::ok(),
+            );
+        if answered {
+            h = h.act(
+                Action::Answer {
+                    request: "a0".into(),
+                    decision: Decision::Allow,
+                },
+                ActionResult::denied(DenyReason::StoreWriteFailed, "decision not written"),
+            );
+        }
+        h.act(
+            tool_call("root", "fs.write"),
+            tool_result(ToolCallOutcome::Executed, None, Some("a1")),
+        )
+        .handler_calls(&["fs.write"])
+        .build()
+    };
+    assert!(check(InvariantId::PG1, &history(true)).is_empty());
+    assert_eq!(check(InvariantId::PG1, &history(false)).len(), 1);
+}

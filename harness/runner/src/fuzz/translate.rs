@@ -312,6 +312,9 @@ impl Translator {
         before: Observed,
     ) -> Result<(), Untranslatable> {
         match op {
+            // The driver leaves out a restart that would drop an uncommitted
+            // tool-list change (`Driver::apply`): no history entry, no step.
+            Op::Restart if entries.is_empty() => Ok(()),
             Op::Restart => self.restart(k),
             Op::ChangeTool { .. } | Op::RemoveTool { .. } => {
                 for e in &entries {
