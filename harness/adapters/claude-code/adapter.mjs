@@ -13,6 +13,7 @@ import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
 import {
   ensureClaude, isolatedEnv, storePaths, runClaude, killGroup, readStore, readJson, writeAtomic, sessionAnswered, LiveRun,
 } from './lib/claude.mjs';
+import { forgetPendingQuestions } from '../node-common/stream-json-run.mjs';
 import { digestEvents, childrenOf, turnReport } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 
@@ -69,13 +70,7 @@ export class Adapter {
     // A fresh adapter holds no `claude` run: a permission request that was
     // pending lived in a process that is gone (Claude Code keeps no permission
     // requests in its store), so nothing is left to answer.
-    let lost = false;
-    for (const approval of this.state.approvals) {
-      if (approval.state !== 'pending') continue;
-      approval.state = 'gone';
-      lost = true;
-    }
-    if (lost) this.saveState();
+    if (forgetPendingQuestions(this.state.approvals)) this.saveState();
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }

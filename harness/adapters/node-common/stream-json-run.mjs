@@ -110,3 +110,19 @@ export class StreamJsonRun {
 
   stop() { killGroup(this.child, 'SIGKILL'); }
 }
+
+/**
+ * Marks every pending question `gone`, for an adapter just started: a
+ * question asked in a stream-json run lived in a process that is gone, and
+ * neither host keeps a pending question in its store, so nothing is left to
+ * answer. Returns whether any was pending (the state then needs saving).
+ */
+export function forgetPendingQuestions(approvals) {
+  let lost = false;
+  for (const approval of approvals) {
+    if (approval.state !== 'pending') continue;
+    approval.state = 'gone';
+    lost = true;
+  }
+  return lost;
+}

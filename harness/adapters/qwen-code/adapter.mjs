@@ -13,6 +13,7 @@ import { CODES, RpcError, serve, logNotification } from '../node-common/rpc.mjs'
 import {
   ensureQwen, isolatedEnv, storePaths, writeSettings, runQwen, killGroup, readStore, readJson, writeAtomic, sessionAnswered, LiveRun,
 } from './lib/qwen.mjs';
+import { forgetPendingQuestions } from '../node-common/stream-json-run.mjs';
 import { digestEvents, childrenOf, turnReport, askedAndDeclined, DELEGATION_TOOL } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 
@@ -73,13 +74,7 @@ export class Adapter {
     // a process that is gone (Qwen Code keeps no pending question in its store,
     // and its session recovery answers the interrupted call with a synthesised
     // failure rather than asking again), so nothing is left to answer.
-    let lost = false;
-    for (const approval of this.state.approvals) {
-      if (approval.state !== 'pending') continue;
-      approval.state = 'gone';
-      lost = true;
-    }
-    if (lost) this.saveState();
+    if (forgetPendingQuestions(this.state.approvals)) this.saveState();
   }
 
   saveState() { writeAtomic(this.paths.state, JSON.stringify(this.state, null, 2) + '\n'); }
