@@ -493,8 +493,11 @@ class Host:
         effective = meet(requested, role)
         if self.st["config"].get("strict_mode") and effective["sandbox"] == "full-access":
             raise Denied("policy_denied", "strict mode")
-        if effective["tools"]:
-            self.check_sealed(pinst, list(effective["tools"]), self.live_tools())
+        # Steps 11 and 12: the child's tools and every tool the request names.
+        names = list(effective["tools"]) + [n for n in authority.get("tools") or []
+                                            if n not in effective["tools"]]
+        if names:
+            self.check_sealed(pinst, names, self.live_tools())
         return effective
 
     def authorize(self, parent, req, effective):
@@ -607,7 +610,10 @@ class Host:
         if stored["receipt"]["parent"] != parent or stored["receipt"]["commitment"] != self.commitment(req):
             raise Denied("binding_mismatch", "bound elsewhere")
         pinst = self.live(parent)
-        names = list(stored["receipt"]["authority"]["tools"])
+        # Steps 9 and 10: the receipt's sealed tools and every tool the request names.
+        sealed = stored["receipt"]["authority"]["tools"]
+        names = list(sealed) + [n for n in (req.get("authority") or {}).get("tools") or []
+                                if n not in sealed]
         if names:
             self.check_sealed(pinst, names, self.live_tools())
         return stored["receipt"]["authority"], rid
