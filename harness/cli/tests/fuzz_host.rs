@@ -223,7 +223,8 @@ fn interrupted_by(signal: &str) {
 
 /// Regression: shrinking this mutant's finding once panicked in the model
 /// (a receipt's tool looked up in a ceiling that does not hold it), the
-/// process exited 101 and the finding was lost.
+/// process exited 101 and the finding was lost. The seed is one whose cases
+/// find it within 100 with the generator as it is now (swarm cases since).
 #[test]
 fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
     let out = tempfile::tempdir().unwrap();
@@ -233,7 +234,7 @@ fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
         "--defect",
         Defect::ReceiptParentNotChecked.name(),
         "--seed",
-        "7",
+        "3",
         "--cases",
         "100",
         "--shrink-time",
