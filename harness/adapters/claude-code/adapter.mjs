@@ -13,7 +13,7 @@ import { CODES, RpcError, serve, logNotification } from './lib/rpc.mjs';
 import {
   ensureClaude, isolatedEnv, storePaths, runClaude, killGroup, readStore, readJson, writeAtomic, sessionAnswered, LiveRun,
 } from './lib/claude.mjs';
-import { forgetPendingQuestions } from '../node-common/stream-json-run.mjs';
+import { answeredReport, forgetPendingQuestions, questionGone } from '../node-common/stream-json-run.mjs';
 import { digestEvents, childrenOf, turnReport } from './lib/mapping.mjs';
 import { toolCatalogue, digestOf } from './lib/mcp.mjs';
 
@@ -403,20 +403,7 @@ export class Adapter {
 
   /** What became of the call a person answered, from Claude Code's tool result for it. */
   answeredReport(approval, digest) {
-    const result = digest.results.get(approval.tool_use_id);
-    const toolCall = !result
-      ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
-      : result.isError
-        ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
-        : { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text };
-    // A refused call is a refused answer, as the protocol reports one: the
-    // reason is Claude Code's tool result for it (a person's deny, or the
-    // call failing after an allow), read by the adapter only when it has one.
-    return {
-      outcome: toolCall.outcome === 'denied' ? 'denied' : 'ok', instance: approval.instance, tool_call: toolCall,
-      ...(toolCall.outcome === 'denied' ? { reason: toolCall.reason } : {}),
-      ...(!result ? { inferred: ['tool_call', 'reason'] } : result.isError && approval.decision === 'allow' ? { inferred: ['reason'] } : {}),
-    };
+    return answeredReport(approval, digest);
   }
 
   /**
@@ -425,10 +412,7 @@ export class Adapter {
    * (a restart, a crash) there is nothing to answer.
    */
   requestGone(approval) {
-    if (approval.state === 'gone') return true;
-    if (approval.state !== 'pending') return false;
-    const run = this.live.get(approval.root);
-    return !(run && !run.exited && run.pending && run.pending.request_id === approval.request_id);
+    return questionGone(approval, this.live);
   }
 
   /** A person's answer: allow or deny Claude Code's pending permission request. */

@@ -126,3 +126,33 @@ export function forgetPendingQuestions(approvals) {
   }
   return lost;
 }
+
+/**
+ * What became of a call a person answered, from the host's own tool result
+ * for it: executed with its text, or refused (a person's deny, or the call
+ * failing after an allow). Without a tool result the outcome and reason are
+ * the adapter's reading, and say so (`inferred`).
+ */
+export function answeredReport(approval, digest) {
+  const result = digest.results.get(approval.tool_use_id);
+  const toolCall = !result || result.isError
+    ? { tool: approval.tool, outcome: 'denied', reason: 'policy_denied', approval: approval.id }
+    : { tool: approval.tool, outcome: 'executed', approval: approval.id, result: result.text };
+  return {
+    outcome: toolCall.outcome === 'denied' ? 'denied' : 'ok', instance: approval.instance, tool_call: toolCall,
+    ...(toolCall.outcome === 'denied' ? { reason: toolCall.reason } : {}),
+    ...(!result ? { inferred: ['tool_call', 'reason'] } : result.isError && approval.decision === 'allow' ? { inferred: ['reason'] } : {}),
+  };
+}
+
+/**
+ * Whether the question behind an approval is gone: it lives only in the
+ * stream-json run that asked it (`live`: runs by root), so once that run has
+ * ended (a restart, a crash) there is nothing to answer.
+ */
+export function questionGone(approval, live) {
+  if (approval.state === 'gone') return true;
+  if (approval.state !== 'pending') return false;
+  const run = live.get(approval.root);
+  return !(run && !run.exited && run.pending && run.pending.request_id === approval.request_id);
+}
