@@ -362,7 +362,8 @@ fn sd5(bad: bool) -> Vec<HistoryEntry> {
 // PG
 // ---------------------------------------------------------------------------
 
-fn pg1(bad: bool) -> Vec<HistoryEntry> {
+/// Automatic approval on, a root, and one failure of the decision write armed.
+fn auto_approval_with_one_decision_write_failure() -> H {
     H::new()
         .act(
             Action::Configure(Configuration {
@@ -379,6 +380,10 @@ fn pg1(bad: bool) -> Vec<HistoryEntry> {
             },
             ActionResult::ok(),
         )
+}
+
+fn pg1(bad: bool) -> Vec<HistoryEntry> {
+    auto_approval_with_one_decision_write_failure()
         .act(
             tool_call("root", "fs.write"),
             if bad {
@@ -1191,22 +1196,7 @@ fn a_store_fault_refusal_satisfies_a_reason_check_and_another_reason_does_not() 
 #[test]
 fn a_failed_answer_uses_up_an_armed_decision_write_failure() {
     let history = |answered: bool| {
-        let mut h = H::new()
-            .act(
-                Action::Configure(Configuration {
-                    auto_approve: true,
-                    ..Configuration::default()
-                }),
-                ActionResult::ok(),
-            )
-            .then(start_root)
-            .act(
-                Action::ArmFault {
-                    point: FaultPoint::StoreWriteDecision,
-                    times: Some(1),
-                },
-                ActionResult::ok(),
-            );
+        let mut h = auto_approval_with_one_decision_write_failure();
         if answered {
             h = h.act(
                 Action::Answer {
