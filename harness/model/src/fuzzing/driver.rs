@@ -1,0 +1,491 @@
+//! The [`Driver`]: applies operations to the simulated world, resolving each index against what exists when it is applied.
+
+use serde_json::{Value, json};
+
+use super::ops::*;
+use crate::invariants::{self, Violation};
+use crate::state::AuthorizerAnswer;
+use crate::world::{SimChange, SimReply, World, sample_tool};
+use crate::*;
+
+/// The world plus what it has handed out so far, to resolve indexes.
+pub struct Driver {
+    pub world: World,
+    pub(super) instances: Vec<String>,
+    pub(super) receipts: Vec<(Value, SpawnRequest, String)>,
+    /// Issued capabilities: id, the secret it was issued with, task, agent.
+    capabilities: Vec<(String, String, String, String)>,
+    /// The deadline of the last wait, a boundary for `ClockTo`.
+    last_wait_deadline: Option<Millis>,
+    /// What the last `Authorizer` operation scripted.
+    authorizer: Option<AuthorizerBehaviour>,
+    authorizer_on: bool,
+    /// A replay was asked for before any receipt was spent: the authorizer
+    /// allows until one is, then replays it (see [`Driver::take_deferred_replay`]).
+    replay_deferred: bool,
+    /// `Authorizer { allow: true }` allows with a receipt bound to each
+    /// request (children admitted), as the harness's real authorizer does;
+    /// off, its receipt is bound to nothing and every child is refused (the
+    /// authorizer's `mismatched` answer), which a test may want on its own.
+    pub bound_allows: bool,
+}
+
+impl Default for Driver {
+    fn default() -> Self {
+        Driver::new()
+    }
+}
+
+impl Driver {
+    /// Three probe tools (read, file-write, mcp), a scripted model that spawns,
+    /// calls a tool or fails on its markers, and a 60 s receipt TTL so that
+    /// `Clock` operations can expire receipts.
+    pub fn new() -> Driver {
+        Driver::with_configuration(fuzz_configuration(false, false))
+    }
+
+    /// [`Driver::new`] with another host configuration, applied as the first
+    /// action. Differential host fuzzing configures the external authorizer
+    /// from the start (`authorizer_required`): a scenario file has no
+    /// configure step, and its runner re-sends the setup's configuration
+    /// after every restart, so a mid-sequence change could not be replayed.
+    pub fn with_configuration(configuration: Configuration) -> Driver {
+        // Every input starts from the same three definitions: digest them
+        // once per process rather than once per input.
+        static PROBE_TOOLS: std::sync::OnceLock<crate::state::LiveTools> =
+            std::sync::OnceLock::new();
+        let probe_tools = PROBE_TOOLS.get_or_init(|| {
+            let definitions = vec![
+                sample_tool("probe.read", "read"),
+                sample_tool("probe.write", "file-write"),
+                sample_tool("probe.spawn", "mcp"),
+            ];
+            World::new(definitions, vec![]).tools
+        });
+        let replies = vec![
+            (
+                "SPAWN".to_string(),
+                SimReply::Spawn(spawn_request(Some(0), None, 0)),
+            ),
+            (
+                "CALL".to_string(),
+                SimReply::ToolCall {
+                    tool: "probe.spawn".into(),
+                    arguments: json!({"x": 1}),
+                },
+            ),
+            ("BREAK".to_string(), SimReply::Fail),
+        ];
+        let mut world = World::new(vec![], replies);
+        world.tools = probe_tools.clone();
+        let authorizer_on = configuration.authorizer_required;
+        world.apply(&Action::Configure(configuration));
+        Driver {
+            world,
+            instances: vec![],
+            receipts: vec![],
+            capabilities: vec![],
+            last_wait_deadline: None,
+            authorizer: None,
+            authorizer_on,
+            replay_deferred: false,
+            bound_allows: true,
+        }
+    }
+
+    /// Every invariant of the catalogue over the history so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        invariants::check_all(&self.world.history)
+    }
+
+    fn note(&mut self, result: Option<&ActionResult>) {
+        let Some(r) = result else { return };
+        if let Some(id) = &r.instance
+            && !self.instances.contains(id)
+        {
+            self.instances.push(id.clone());
+        }
+        if let Some(TurnReport::Spawn { spawn }) = &r.turn
+            && let Some(id) = &spawn.instance
+        {
+            self.instances.push(id.clone());
+        }
+    }
+
+    fn act(&mut self, action: Action) {
+        let entry = self.world.apply(&action);
+        let result = match &entry.kind {
+            StepKind::Action { result: Ok(r), .. } => Some(r.clone()),
+            _ => None,
+        };
+        if let (
+            Action::PrepareReceipt {
+                parent, request, ..
+            },
+            Some(r),
+        ) = (&action, &result)
+            && let Some(receipt) = &r.receipt
+        {
+            self.receipts.push((
+                serde_json::to_value(receipt).expect("a receipt serialises"),
+                request.clone(),
+                parent.clone(),
+            ));
+        }
+        if let (
+            Action::IssueCapability {
+                task,
+                agent,
+                secret: Some(secret),
+                ..
+            },
+            Some(r),
+        ) = (&action, &result)
+            && let Some(token) = &r.capability
+        {
+            self.capabilities.push((
+                token.id.clone(),
+                secret.clone(),
+                task.clone(),
+                agent.clone(),
+            ));
+        }
+        self.note(result.as_ref());
+    }
+
+    fn instance(&self, i: u8) -> String {
+        // An id that was never handed out: the host must refuse it, not panic.
+        pick(&self.instances, i).unwrap_or_else(|| "inst-missing".into())
+    }
+
+    /// Scripts a deferred replay once a receipt has been spent, returning
+    /// the new behaviour for the scenario's own authorizer step. Called after
+    /// every operation; a replay asked for before any child was admitted
+    /// would otherwise be an allow for the rest of the sequence, and the
+    /// replay defects need an allow, a child and a replay, in that order.
+    pub fn take_deferred_replay(&mut self) -> Option<AuthorizerBehaviour> {
+        if !(self.replay_deferred && self.bound_allows && self.world.authorizer_last_receipt_used())
+        {
+            return None;
+        }
+        self.replay_deferred = false;
+        let replay = AuthorizerBehaviour::ReplayedReceipt;
+        self.authorizer = Some(replay.clone());
+        self.world
+            .change(SimChange::AuthorizerAnswers(replay.clone()));
+        Some(replay)
+    }
+
+    /// What the last `Authorizer` operation scripted (a replay before any
+    /// spent receipt is scripted as an allow).
+    pub fn authorizer_behaviour(&self) -> Option<&AuthorizerBehaviour> {
+        self.authorizer.as_ref()
+    }
+
+    /// The id of the capability a `CapabilityCall` with this index presents.
+    pub fn capability_id(&self, i: u8) -> Option<String> {
+        pick(&self.capabilities, i).map(|(id, ..)| id)
+    }
+
+    /// An instance other than `id`, or one never issued.
+    fn other_instance(&self, id: &str) -> String {
+        self.instances
+            .iter()
+            .find(|i| *i != id)
+            .cloned()
+            .unwrap_or_else(|| "inst-missing".into())
+    }
+
+    /// Resolves the operation's indexes against the world as it is now and applies it.
+    /// Applies one operation and then observes the host, as the runner does
+    /// after every step. An observation is where a host takes in a
+    /// `tools/list_changed` it received: without it an announcement followed
+    /// by a restart (which drops what was not taken in) reads as a silent
+    /// refresh. Sequences checked on their own (fuzz target, property test)
+    /// step this way; the differential translation observes where its
+    /// scenario does.
+    pub fn step(&mut self, op: &Op) {
+        self.apply(op);
+        self.take_deferred_replay();
+        self.world.apply(&Action::Observe);
+    }
+
+    pub fn apply(&mut self, op: &Op) {
+        match op {
+            Op::Start {
+                sandbox: s,
+                policy: p,
+                tools,
+            } => self.act(Action::Start(StartRequest {
+                role: "root".into(),
+                model: default_model(),
+                sandbox: sandbox(*s),
+                approval_policy: policy(*p),
+                tools: tool_subset(*tools | 1),
+                cwd: "/w/repo".into(),
+                provider: default_provider(),
+                delegation_depth: 2,
+            })),
+            Op::Delegate {
+                parent,
+                sandbox,
+                tools,
+                role,
+            } => self.act(Action::Delegate {
+                parent: self.instance(*parent),
+                request: spawn_request(*sandbox, *tools, *role),
+            }),
+            Op::Turn { instance, marker } => self.act(Action::Turn {
+                instance: self.instance(*instance),
+                input: ["hello", "SPAWN", "CALL", "BREAK"][*marker as usize % 4].into(),
+            }),
+            Op::ToolCall {
+                instance,
+                tool,
+                arguments: a,
+            } => self.act(Action::ToolCall {
+                instance: self.instance(*instance),
+                tool: TOOLS[*tool as usize % 3].into(),
+                arguments: arguments(*a),
+            }),
+            Op::End { instance, how } => {
+                let instance = self.instance(*instance);
+                self.act(match how % 3 {
+                    0 => Action::Close { instance },
+                    1 => Action::Cancel { instance },
+                    _ => Action::Fail { instance },
+                })
+            }
+            Op::Resume { instance } => self.act(Action::Resume {
+                instance: self.instance(*instance),
+            }),
+            Op::Fork { instance } => self.act(Action::Fork {
+                instance: self.instance(*instance),
+            }),
+            Op::Answer { approval, decision } => {
+                let ids: Vec<String> = self.world.state.approvals.keys().cloned().collect();
+                let request = pick(&ids, *approval).unwrap_or_else(|| "appr-missing".into());
+                let decision =
+                    [Decision::Allow, Decision::Deny, Decision::AllowExact][*decision as usize % 3];
+                self.act(Action::Answer { request, decision })
+            }
+            Op::Auto { enabled } => self.act(Action::SetAutoApprove { enabled: *enabled }),
+            Op::Prepare { parent } => self.act(Action::PrepareReceipt {
+                parent: self.instance(*parent),
+                call_id: "call".into(),
+                request: spawn_request(Some(0), None, 0),
+                ttl_ms: None,
+            }),
+            Op::Consume {
+                receipt,
+                tamper,
+                other_parent,
+            } => {
+                let Some((mut value, request, parent)) = pick(&self.receipts, *receipt) else {
+                    return;
+                };
+                if *tamper {
+                    value["expires_at"] = json!(u64::MAX / 2);
+                }
+                let parent = if *other_parent {
+                    self.instance(receipt.wrapping_add(1))
+                } else {
+                    parent
+                };
+                self.act(Action::ConsumeReceipt {
+                    receipt: value,
+                    parent,
+                    request,
+                })
+            }
+            Op::Clock { advance } => {
+                let now = self.world.state.now + (*advance % 120_000) as u64;
+                self.act(Action::SetClock { now })
+            }
+            Op::Fault { point, times } => {
+                let points = [
+                    FaultPoint::StoreWriteApprovalRequest,
+                    FaultPoint::StoreWriteDecision,
+                    FaultPoint::StoreWriteInstance,
+                    FaultPoint::AuthorizerCall,
+                    FaultPoint::ModelCall,
+                    FaultPoint::EventDeliver,
+                    FaultPoint::CrashAfterDecisionCommit,
+                ];
+                self.act(Action::ArmFault {
+                    point: points[*point as usize % points.len()],
+                    times: Some((*times % 3) as u32 + 1),
+                })
+            }
+            // Not while an announced tool-list change is held in memory only
+            // (the store refused its invalidation): the restarted host cannot
+            // know of it, while SD3 holds every later call to it. What a host
+            // owes then is not settled (MODEL.md says nothing of it), so the
+            // generator does not ask.
+            Op::Restart if self.world.list_changed_uncommitted() => {}
+            Op::Restart => self.world.restart(),
+            Op::ChangeTool { tool, announce } => {
+                let name = TOOLS[*tool as usize % 3];
+                let mut def = sample_tool(name, "mcp");
+                def["description"] = json!(format!("{name}, changed"));
+                self.world.change(SimChange::ChangeTool {
+                    name: name.into(),
+                    definition: def,
+                    announce: *announce,
+                })
+            }
+            Op::RemoveTool { tool, announce } => self.world.change(SimChange::RemoveTool {
+                name: TOOLS[*tool as usize % 3].into(),
+                announce: *announce,
+            }),
+            Op::Authorizer { mode } => {
+                if !self.authorizer_on {
+                    self.authorizer_on = true;
+                    self.act(Action::Configure(Configuration {
+                        authorizer_required: true,
+                        ..self.world.state.config.clone()
+                    }));
+                }
+                let now = self.world.state.now;
+                let wanted = authorizer_behaviour(*mode);
+                // EA4 forbids any child under a replay, so a replay is
+                // scripted only when there is a spent receipt to replay;
+                // until then the authorizer allows, and the replay follows
+                // the first child it admits.
+                self.replay_deferred = wanted == AuthorizerBehaviour::ReplayedReceipt
+                    && !self.world.authorizer_last_receipt_used();
+                let behaviour = if self.replay_deferred {
+                    AuthorizerBehaviour::Allow
+                } else {
+                    wanted
+                };
+                self.authorizer = Some(behaviour.clone());
+                self.world.change(match (behaviour, self.bound_allows) {
+                    (AuthorizerBehaviour::Deny, _) => SimChange::Authorizer(AuthorizerAnswer::Body(
+                        json!({"version": "1", "decision": "deny"}).to_string(),
+                    )),
+                    // A fresh receipt id per answer: replaying one is a different test.
+                    (_, false) => SimChange::Authorizer(AuthorizerAnswer::Body(
+                        json!({"version": "1", "decision": "allow", "decided_at": now,
+                               "receipt": {"id": format!("authz-{now}-{}", self.world.history.len()),
+                                           "binding": "unknown", "expires_at": now + 1000}})
+                        .to_string(),
+                    )),
+                    (behaviour, true) => SimChange::AuthorizerAnswers(behaviour),
+                })
+            }
+            Op::Event { event, instance } => self.act(Action::DeliverEvent {
+                event: format!("evt-{}", event % 4),
+                instance: self.instance(*instance),
+                kind: "completed".into(),
+            }),
+            Op::Wait { instance } => {
+                let deadline = self.world.state.now + 1000;
+                self.last_wait_deadline = Some(deadline);
+                self.act(Action::Wait {
+                    instance: self.instance(*instance),
+                    deadline,
+                })
+            }
+            Op::Strict => {
+                if !self.world.state.config.strict_mode {
+                    self.act(Action::Configure(Configuration {
+                        strict_mode: true,
+                        ..self.world.state.config.clone()
+                    }));
+                }
+            }
+            Op::Score { instance, risk } => self.act(Action::ScoreRisk {
+                instance: self.instance(*instance),
+                risk: RISKS[*risk as usize % RISKS.len()].into(),
+            }),
+            Op::Issue {
+                agent,
+                task,
+                tools,
+                lifetime,
+            } => {
+                let n = self.capabilities.len();
+                self.act(Action::IssueCapability {
+                    task: TASKS[*task as usize % TASKS.len()].into(),
+                    agent: self.instance(*agent),
+                    tools: tool_subset(*tools | 1),
+                    expires_at: self.world.state.now
+                        + CAPABILITY_LIFETIMES[*lifetime as usize % CAPABILITY_LIFETIMES.len()],
+                    // The runner plants its own canary; the model only needs one of its own.
+                    secret: Some(format!("CANARY-fuzz-{n}")),
+                })
+            }
+            Op::CapabilityCall {
+                capability,
+                binding,
+                tool,
+                call_id,
+            } => {
+                let Some((_, secret, task, agent)) = pick(&self.capabilities, *capability) else {
+                    return;
+                };
+                let (secret, task, agent) = match binding % 6 {
+                    3 => (secret, other_task(&task), agent),
+                    4 => (secret, task, self.other_instance(&agent)),
+                    5 => (WRONG_SECRET.to_string(), task, agent),
+                    _ => (secret, task, agent),
+                };
+                self.act(Action::CapabilityCall {
+                    secret,
+                    task,
+                    agent,
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*tool / 3),
+                    call_id: ["c0", "c1"]
+                        .get(*call_id as usize % 3)
+                        .map(|c| c.to_string()),
+                })
+            }
+            Op::Revoke { what, index } => match what % 3 {
+                0 => {
+                    if let Some((id, ..)) = pick(&self.capabilities, *index) {
+                        self.act(Action::RevokeCapability { capability: id })
+                    }
+                }
+                1 => {
+                    // The runner names a grant only as the host's latest, so
+                    // only a sole grant is revoked: no order to agree on.
+                    let grants: Vec<String> = self.world.state.grants.keys().cloned().collect();
+                    if let [grant] = grants.as_slice() {
+                        self.act(Action::RevokeGrant {
+                            grant: grant.clone(),
+                        })
+                    }
+                }
+                _ => {
+                    if let Some((receipt, ..)) = pick(&self.receipts, *index)
+                        && let Some(id) = receipt["id"].as_str()
+                    {
+                        self.act(Action::RevokeReceipt { receipt: id.into() })
+                    }
+                }
+            },
+            Op::ClockTo { deadline, offset } => {
+                let state = &self.world.state;
+                let mut deadlines: Vec<Millis> = state
+                    .receipts
+                    .values()
+                    .map(|r| r.receipt.expires_at)
+                    .chain(state.capabilities.values().map(|c| c.capability.expires_at))
+                    .chain(self.last_wait_deadline)
+                    .collect();
+                deadlines.sort_unstable();
+                deadlines.dedup();
+                let Some(at) = pick(&deadlines, *deadline) else {
+                    return;
+                };
+                let now = (at + (offset % 3) as Millis).saturating_sub(1);
+                // The clock only moves forward.
+                if now > state.now {
+                    self.act(Action::SetClock { now })
+                }
+            }
+        }
+    }
+}

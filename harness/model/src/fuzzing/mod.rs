@@ -1,0 +1,20 @@
+//! Fuzzing entry points for the model: operation sequences over the simulated world, and digest round trips.
+//!
+//! The logic lives here rather than in `fuzz/` so that it builds and is
+//! tested on stable, and so the proptest state machine, the libFuzzer targets
+//! and later differential host fuzzing all drive the world through the same
+//! [`Op`] and [`Driver`]. Operations carry indexes, not ids: an index is
+//! resolved against what exists when it is applied, so every byte string is a
+//! meaningful sequence and a mutated or shrunk one stays meaningful.
+
+mod corpus;
+mod driver;
+mod ops;
+mod targets;
+#[cfg(test)]
+mod tests;
+
+pub use corpus::*;
+pub use driver::*;
+pub use ops::*;
+pub use targets::*;

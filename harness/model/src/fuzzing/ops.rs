@@ -1,0 +1,455 @@
+//! The fuzzer's operations: the [`Op`] alphabet, the values its indexes pick from, and the byte encoding the corpora are written in.
+
+use arbitrary::{Arbitrary, Unstructured};
+use serde_json::Value;
+
+use crate::*;
+
+/// One operation with its references left as indexes.
+///
+/// The derived [`Arbitrary`] layout is what the seed corpus under
+/// `fuzz/corpus/model_sequence/` was written in (see [`encode_ops`]):
+/// changing the variants or their fields invalidates those seeds.
+#[derive(Clone, Debug, PartialEq, Eq, Arbitrary)]
+pub enum Op {
+    Start {
+        sandbox: u8,
+        policy: u8,
+        tools: u8,
+    },
+    Delegate {
+        parent: u8,
+        sandbox: Option<u8>,
+        tools: Option<u8>,
+        role: u8,
+    },
+    Turn {
+        instance: u8,
+        marker: u8,
+    },
+    /// `arguments` picks one of [`ARGUMENTS`]: equal numbers in another
+    /// RFC 8785 form, paths sharing a prefix or carrying `..`, names that
+    /// normalise alike, so an exact-call grant meets near misses.
+    ToolCall {
+        instance: u8,
+        tool: u8,
+        arguments: u8,
+    },
+    End {
+        instance: u8,
+        how: u8,
+    },
+    Resume {
+        instance: u8,
+    },
+    Fork {
+        instance: u8,
+    },
+    Answer {
+        approval: u8,
+        decision: u8,
+    },
+    Auto {
+        enabled: bool,
+    },
+    Prepare {
+        parent: u8,
+    },
+    Consume {
+        receipt: u8,
+        tamper: bool,
+        other_parent: bool,
+    },
+    /// Advances the clock by `advance % 120_000` ms: enough to cross receipt
+    /// TTLs and wait deadlines without jumping past everything at once.
+    Clock {
+        advance: u32,
+    },
+    /// Arms a fault for `times % 3 + 1` firings.
+    Fault {
+        point: u8,
+        times: u8,
+    },
+    Restart,
+    ChangeTool {
+        tool: u8,
+        announce: bool,
+    },
+    RemoveTool {
+        tool: u8,
+        announce: bool,
+    },
+    /// Scripts the external authorizer's answers from here on:
+    /// `mode % 5` is allow, deny, replay an earlier receipt id, allow with a
+    /// widening constraint, allow narrowed to read-only. Any one makes the
+    /// whole sequence run with a required authorizer.
+    Authorizer {
+        mode: u8,
+    },
+    /// Delivers event `evt-{event % 4}`: few distinct ids, so replays happen.
+    Event {
+        event: u8,
+        instance: u8,
+    },
+    Wait {
+        instance: u8,
+    },
+    /// Strict mode (CE4) for the whole sequence: like the authorizer, a
+    /// setting a scenario carries from its start.
+    Strict,
+    /// The reviewer scores an instance's risk: `low`, `elevated` or `stale`.
+    Score {
+        instance: u8,
+        risk: u8,
+    },
+    /// Issues a task capability to an instance with a canary secret, for a
+    /// task of [`TASKS`], expiring at one of [`CAPABILITY_LIFETIMES`] from now.
+    Issue {
+        agent: u8,
+        task: u8,
+        tools: u8,
+        lifetime: u8,
+    },
+    /// Calls through an issued capability. `binding % 6`: 0 to 2 present
+    /// the task and agent it is bound to, 3 another task (one code point
+    /// off or normalising alike), 4 another agent, 5 a wrong secret;
+    /// `call_id % 3` is none or one of two ids, so retries happen.
+    CapabilityCall {
+        capability: u8,
+        binding: u8,
+        tool: u8,
+        call_id: u8,
+    },
+    /// `what % 3`: revokes a capability, the only exact-call grant, or a receipt.
+    Revoke {
+        what: u8,
+        index: u8,
+    },
+    /// Sets the clock to a pending deadline (a receipt's or capability's
+    /// expiry, the last wait's deadline) one millisecond before, at or after
+    /// it: the boundaries `Clock`'s random steps almost never land on.
+    ClockTo {
+        deadline: u8,
+        offset: u8,
+    },
+}
+
+impl Op {
+    /// Operations that configure the whole sequence (a scenario's setup),
+    /// wherever they stand in it: deleting the operations after a failure
+    /// must keep them.
+    pub fn is_sequence_wide(&self) -> bool {
+        matches!(self, Op::Authorizer { .. } | Op::Strict)
+    }
+
+    /// The variant's name, for reach statistics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Start { .. } => "start",
+            Op::Delegate { .. } => "delegate",
+            Op::Turn { .. } => "turn",
+            Op::ToolCall { .. } => "tool_call",
+            Op::End { .. } => "end",
+            Op::Resume { .. } => "resume",
+            Op::Fork { .. } => "fork",
+            Op::Answer { .. } => "answer",
+            Op::Auto { .. } => "auto",
+            Op::Prepare { .. } => "prepare",
+            Op::Consume { .. } => "consume",
+            Op::Clock { .. } => "clock",
+            Op::Fault { .. } => "fault",
+            Op::Restart => "restart",
+            Op::ChangeTool { .. } => "change_tool",
+            Op::RemoveTool { .. } => "remove_tool",
+            Op::Authorizer { .. } => "authorizer",
+            Op::Event { .. } => "event",
+            Op::Wait { .. } => "wait",
+            Op::Strict => "strict",
+            Op::Score { .. } => "score",
+            Op::Issue { .. } => "issue",
+            Op::CapabilityCall { .. } => "capability_call",
+            Op::Revoke { .. } => "revoke",
+            Op::ClockTo { .. } => "clock_to",
+        }
+    }
+
+    /// Every variant's [`Op::kind`], in declaration order.
+    pub const KINDS: [&'static str; OP_VARIANTS as usize] = [
+        "start",
+        "delegate",
+        "turn",
+        "tool_call",
+        "end",
+        "resume",
+        "fork",
+        "answer",
+        "auto",
+        "prepare",
+        "consume",
+        "clock",
+        "fault",
+        "restart",
+        "change_tool",
+        "remove_tool",
+        "authorizer",
+        "event",
+        "wait",
+        "strict",
+        "score",
+        "issue",
+        "capability_call",
+        "revoke",
+        "clock_to",
+    ];
+}
+
+/// Arguments of generated tool calls. Equal under RFC 8785 (`1`, `1.0`), or differing in one code point, in a path's prefix or in `..`:
+/// what an exact-call grant must tell apart or must not.
+pub fn arguments(i: u8) -> Value {
+    let forms = [
+        r#"{"n":0}"#,
+        r#"{"n":1}"#,
+        r#"{"n":1.0}"#,
+        r#"{"path":"/w/repo/a"}"#,
+        r#"{"path":"/w/repo2/a"}"#,
+        r#"{"path":"/w/repo/../repo2/a"}"#,
+        r#"{"name":"caf\u00e9"}"#,
+        r#"{"name":"cafe\u0301"}"#,
+    ];
+    serde_json::from_str(forms[i as usize % forms.len()]).expect("a literal JSON object")
+}
+
+/// Tasks of issued capabilities: two distinct, one a code point away from
+/// the first, one normalising to the third (NFC and NFD of the same text).
+pub const TASKS: [&str; 4] = ["task-a", "task-b", "task-\u{e1}", "task-a\u{301}"];
+
+/// Lifetimes of issued capabilities: expired at once, one millisecond, a
+/// second, a minute.
+pub const CAPABILITY_LIFETIMES: [Millis; 4] = [0, 1, 1_000, 60_000];
+
+/// Roles a delegation asks for: one without a default, one with a read-only
+/// default, and a name one code point away from a configured one (NFD of a
+/// configured NFC name), which has no default.
+pub const ROLES: [&str; 4] = ["worker", "reviewer", "r\u{e9}viewer", "re\u{301}viewer"];
+
+/// The role defaults every fuzzed host is configured with (CE3).
+pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
+    let read_only = AuthorityRequest {
+        sandbox: Some(Sandbox::ReadOnly),
+        ..AuthorityRequest::default()
+    };
+    [
+        ("reviewer".to_string(), read_only.clone()),
+        (
+            "r\u{e9}viewer".to_string(),
+            AuthorityRequest {
+                tools: Some(vec!["probe.read".to_string()]),
+                ..read_only
+            },
+        ),
+    ]
+    .into()
+}
+
+/// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
+pub(super) const OP_VARIANTS: u64 = 25;
+
+/// Longest sequence one fuzz input is decoded into. Checking every invariant
+/// over the whole history after every step costs quadratic time; 48 steps
+/// covers delegation chains, restarts and approval round trips while keeping
+/// an input in the tens of microseconds.
+pub const MAX_OPS: usize = 48;
+
+pub(super) const TOOLS: [&str; 3] = ["probe.read", "probe.write", "probe.spawn"];
+
+pub(super) fn sandbox(i: u8) -> Sandbox {
+    match i % 4 {
+        0 => Sandbox::ReadOnly,
+        1 => Sandbox::WorkspaceWrite {
+            writable_roots: [NormalPath::parse("/w/repo").expect("a valid path")].into(),
+            network: false,
+        },
+        2 => Sandbox::WorkspaceWrite {
+            writable_roots: [NormalPath::parse("/w/repo").expect("a valid path")].into(),
+            network: true,
+        },
+        _ => Sandbox::FullAccess,
+    }
+}
+
+pub(super) fn policy(i: u8) -> ApprovalPolicy {
+    [
+        ApprovalPolicy::Never,
+        ApprovalPolicy::Untrusted,
+        ApprovalPolicy::OnRequest,
+    ][i as usize % 3]
+        .clone()
+}
+
+pub(super) fn tool_subset(mask: u8) -> Vec<String> {
+    TOOLS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask & (1 << i) != 0)
+        .map(|(_, t)| t.to_string())
+        .collect()
+}
+
+pub(super) fn spawn_request(
+    sandbox_choice: Option<u8>,
+    tools: Option<u8>,
+    role: u8,
+) -> SpawnRequest {
+    SpawnRequest {
+        role: ROLES[role as usize % ROLES.len()].into(),
+        task: "CHILD_TASK".into(),
+        authority: AuthorityRequest {
+            sandbox: sandbox_choice.map(sandbox),
+            tools: tools.map(tool_subset),
+            ..AuthorityRequest::default()
+        },
+        model: None,
+        target: None,
+        worktree: false,
+    }
+}
+
+/// Risk scores the reviewer gives.
+pub const RISKS: [&str; 3] = ["low", "elevated", "stale"];
+
+/// The secret a capability call presents when it presents the wrong one.
+pub const WRONG_SECRET: &str = "not-the-issued-secret";
+
+/// The external authorizer's answer for an `Authorizer` operation's mode.
+pub fn authorizer_behaviour(mode: u8) -> AuthorizerBehaviour {
+    match mode % 5 {
+        0 => AuthorizerBehaviour::Allow,
+        1 => AuthorizerBehaviour::Deny,
+        2 => AuthorizerBehaviour::ReplayedReceipt,
+        3 => AuthorizerBehaviour::AllowWidening,
+        _ => AuthorizerBehaviour::AllowNarrowed {
+            constraint: AuthorityRequest {
+                sandbox: Some(Sandbox::ReadOnly),
+                ..AuthorityRequest::default()
+            },
+        },
+    }
+}
+
+/// The task of [`TASKS`] that differs from `task` by one code point or
+/// only in normalisation.
+pub(super) fn other_task(task: &str) -> String {
+    let i = TASKS.iter().position(|t| *t == task).unwrap_or(0);
+    TASKS[[3, 0, 3, 2][i]].to_string()
+}
+
+pub(super) fn pick<T: Clone>(items: &[T], i: u8) -> Option<T> {
+    (!items.is_empty()).then(|| items[i as usize % items.len()].clone())
+}
+
+/// The configuration a fuzzed host runs with: role defaults, a 60 s
+/// receipt TTL so that clock steps can expire receipts, and the settings
+/// the sequence-wide operations ask for.
+pub fn fuzz_configuration(authorizer_required: bool, strict_mode: bool) -> Configuration {
+    Configuration {
+        receipt_ttl_ms: 60_000,
+        roles: role_defaults(),
+        authorizer_required,
+        strict_mode,
+        ..Configuration::default()
+    }
+}
+
+/// Decodes at most [`MAX_OPS`] operations; trailing bytes too short for a
+/// whole operation are zero-filled by `arbitrary`, as libFuzzer expects.
+pub fn decode_ops(data: &[u8]) -> Vec<Op> {
+    let mut u = Unstructured::new(data);
+    let mut ops = Vec::new();
+    // `arbitrary` never runs dry (it pads with zeros), so stop on empty input
+    // explicitly or every input would end in a run of `Start`s.
+    while ops.len() < MAX_OPS && !u.is_empty() {
+        match Op::arbitrary(&mut u) {
+            Ok(op) => ops.push(op),
+            Err(_) => break,
+        }
+    }
+    ops
+}
+
+/// The inverse of [`decode_ops`]: the bytes the derived decoder reads back as
+/// `ops`. Seed corpora are written with it, from sequences a reader can follow.
+pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for op in ops {
+        let (index, fields): (u64, Vec<u8>) = match op {
+            Op::Start {
+                sandbox,
+                policy,
+                tools,
+            } => (0, vec![*sandbox, *policy, *tools]),
+            Op::Delegate {
+                parent,
+                sandbox,
+                tools,
+                role,
+            } => {
+                let mut f = vec![*parent];
+                for o in [sandbox, tools] {
+                    match o {
+                        Some(v) => f.extend([1, *v]),
+                        None => f.push(0),
+                    }
+                }
+                f.push(*role);
+                (1, f)
+            }
+            Op::Turn { instance, marker } => (2, vec![*instance, *marker]),
+            Op::ToolCall {
+                instance,
+                tool,
+                arguments,
+            } => (3, vec![*instance, *tool, *arguments]),
+            Op::End { instance, how } => (4, vec![*instance, *how]),
+            Op::Resume { instance } => (5, vec![*instance]),
+            Op::Fork { instance } => (6, vec![*instance]),
+            Op::Answer { approval, decision } => (7, vec![*approval, *decision]),
+            Op::Auto { enabled } => (8, vec![*enabled as u8]),
+            Op::Prepare { parent } => (9, vec![*parent]),
+            Op::Consume {
+                receipt,
+                tamper,
+                other_parent,
+            } => (10, vec![*receipt, *tamper as u8, *other_parent as u8]),
+            Op::Clock { advance } => (11, advance.to_le_bytes().to_vec()),
+            Op::Fault { point, times } => (12, vec![*point, *times]),
+            Op::Restart => (13, vec![]),
+            Op::ChangeTool { tool, announce } => (14, vec![*tool, *announce as u8]),
+            Op::RemoveTool { tool, announce } => (15, vec![*tool, *announce as u8]),
+            Op::Authorizer { mode } => (16, vec![*mode]),
+            Op::Event { event, instance } => (17, vec![*event, *instance]),
+            Op::Wait { instance } => (18, vec![*instance]),
+            Op::Strict => (19, vec![]),
+            Op::Score { instance, risk } => (20, vec![*instance, *risk]),
+            Op::Issue {
+                agent,
+                task,
+                tools,
+                lifetime,
+            } => (21, vec![*agent, *task, *tools, *lifetime]),
+            Op::CapabilityCall {
+                capability,
+                binding,
+                tool,
+                call_id,
+            } => (22, vec![*capability, *binding, *tool, *call_id]),
+            Op::Revoke { what, index } => (23, vec![*what, *index]),
+            Op::ClockTo { deadline, offset } => (24, vec![*deadline, *offset]),
+        };
+        // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
+        // little-endian u32 tag; the smallest tag mapping to `index` is exact.
+        let tag = ((index << 32).div_ceil(OP_VARIANTS)) as u32;
+        out.extend(tag.to_le_bytes());
+        out.extend(fields);
+    }
+    out
+}

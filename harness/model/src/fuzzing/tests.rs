@@ -1,0 +1,523 @@
+//! Tests of the operations, the driver and the committed model_sequence seeds.
+
+use super::targets::write_keys_reversed;
+use super::*;
+use crate::digest::{DefinitionError, canonical_json, digest_value, parse_strict};
+use crate::*;
+
+/// The committed model_sequence seeds and the sequences they encode.
+/// With `DELEGATION_WRITE_SEEDS=1` the files are (re)written from here.
+fn model_seeds() -> Vec<(&'static str, Vec<Op>)> {
+    vec![
+        (
+            "start_delegate_turn",
+            vec![
+                Op::Start {
+                    sandbox: 1,
+                    policy: 2,
+                    tools: 7,
+                },
+                Op::Delegate {
+                    parent: 0,
+                    sandbox: None,
+                    tools: None,
+                    role: 0,
+                },
+                Op::Turn {
+                    instance: 1,
+                    marker: 2,
+                },
+                Op::ToolCall {
+                    instance: 0,
+                    tool: 1,
+                    arguments: 1,
+                },
+            ],
+        ),
+        (
+            "ceiling_exceeded",
+            vec![
+                Op::Start {
+                    sandbox: 1,
+                    policy: 2,
+                    tools: 1,
+                },
+                Op::Delegate {
+                    parent: 0,
+                    sandbox: Some(3),
+                    tools: None,
+                    role: 0,
+                },
+            ],
+        ),
+        (
+            "approval_round_trip",
+            vec![
+                Op::Start {
+                    sandbox: 1,
+                    policy: 2,
+                    tools: 3,
+                },
+                Op::ToolCall {
+                    instance: 0,
+                    tool: 1,
+                    arguments: 1,
+                },
+                Op::Fault { point: 6, times: 0 },
+                Op::Answer {
+                    approval: 0,
+                    decision: 0,
+                },
+                Op::Restart,
+                Op::Answer {
+                    approval: 0,
+                    decision: 2,
+                },
+                Op::ToolCall {
+                    instance: 0,
+                    tool: 1,
+                    arguments: 1,
+                },
+            ],
+        ),
+        (
+            "receipt_expiry_and_replay",
+            vec![
+                Op::Start {
+                    sandbox: 0,
+                    policy: 0,
+                    tools: 1,
+                },
+                Op::Prepare { parent: 0 },
+                Op::Consume {
+                    receipt: 0,
+                    tamper: false,
+                    other_parent: false,
+                },
+                Op::Consume {
+                    receipt: 0,
+                    tamper: false,
+                    other_parent: false,
+                },
+                Op::Prepare { parent: 0 },
+                Op::Clock { advance: 61_000 },
+                Op::Consume {
+                    receipt: 1,
+                    tamper: true,
+                    other_parent: true,
+                },
+            ],
+        ),
+        (
+            "tool_drift_and_authorizer",
+            vec![
+                Op::Start {
+                    sandbox: 1,
+                    policy: 0,
+                    tools: 7,
+                },
+                Op::Authorizer { mode: 0 },
+                Op::Delegate {
+                    parent: 0,
+                    sandbox: Some(0),
+                    tools: Some(4),
+                    role: 1,
+                },
+                Op::ChangeTool {
+                    tool: 2,
+                    announce: false,
+                },
+                Op::Turn {
+                    instance: 1,
+                    marker: 2,
+                },
+                Op::RemoveTool {
+                    tool: 0,
+                    announce: true,
+                },
+                Op::Authorizer { mode: 1 },
+                Op::Turn {
+                    instance: 0,
+                    marker: 1,
+                },
+            ],
+        ),
+        (
+            "lifecycle_events_waits",
+            vec![
+                Op::Start {
+                    sandbox: 2,
+                    policy: 1,
+                    tools: 1,
+                },
+                Op::Turn {
+                    instance: 0,
+                    marker: 1,
+                },
+                Op::Event {
+                    event: 0,
+                    instance: 1,
+                },
+                Op::Event {
+                    event: 0,
+                    instance: 1,
+                },
+                Op::Wait { instance: 1 },
+                Op::Clock { advance: 1_500 },
+                Op::Wait { instance: 1 },
+                Op::End {
+                    instance: 1,
+                    how: 1,
+                },
+                Op::Resume { instance: 1 },
+                Op::Fork { instance: 0 },
+                Op::Turn {
+                    instance: 2,
+                    marker: 3,
+                },
+                Op::Auto { enabled: true },
+            ],
+        ),
+    ]
+}
+
+/// The families added for reach: capabilities at their expiry, risk
+/// scores, exact-call grants on near-miss arguments, authorizer modes,
+/// strict mode and role defaults.
+fn reach_seed() -> Vec<Op> {
+    vec![
+        Op::Strict,
+        Op::Start {
+            sandbox: 1,
+            policy: 1,
+            tools: 7,
+        },
+        Op::Score {
+            instance: 0,
+            risk: 1,
+        },
+        Op::Issue {
+            agent: 0,
+            task: 0,
+            tools: 1,
+            lifetime: 2,
+        },
+        Op::CapabilityCall {
+            capability: 0,
+            binding: 0,
+            tool: 0,
+            call_id: 1,
+        },
+        Op::CapabilityCall {
+            capability: 0,
+            binding: 0,
+            tool: 0,
+            call_id: 1,
+        },
+        Op::CapabilityCall {
+            capability: 0,
+            binding: 3,
+            tool: 0,
+            call_id: 0,
+        },
+        Op::ClockTo {
+            deadline: 0,
+            offset: 1,
+        },
+        Op::CapabilityCall {
+            capability: 0,
+            binding: 0,
+            tool: 0,
+            call_id: 0,
+        },
+        Op::ToolCall {
+            instance: 0,
+            tool: 2,
+            arguments: 1,
+        },
+        Op::Answer {
+            approval: 0,
+            decision: 2,
+        },
+        Op::ToolCall {
+            instance: 0,
+            tool: 2,
+            arguments: 2,
+        },
+        Op::ToolCall {
+            instance: 0,
+            tool: 2,
+            arguments: 5,
+        },
+        Op::Revoke { what: 1, index: 0 },
+        Op::Authorizer { mode: 0 },
+        Op::Delegate {
+            parent: 0,
+            sandbox: None,
+            tools: None,
+            role: 1,
+        },
+        Op::Authorizer { mode: 2 },
+        Op::Delegate {
+            parent: 0,
+            sandbox: None,
+            tools: None,
+            role: 3,
+        },
+        Op::Authorizer { mode: 3 },
+        Op::Delegate {
+            parent: 0,
+            sandbox: Some(0),
+            tools: None,
+            role: 2,
+        },
+    ]
+}
+
+#[test]
+fn the_reach_seed_meets_its_boundaries_and_keeps_every_invariant() {
+    let bytes = committed_seed(
+        "model_sequence",
+        "reach_families",
+        &encode_ops(&reach_seed()),
+    );
+    assert_eq!(decode_ops(&bytes), reach_seed());
+    fuzz_model_sequence(&bytes);
+    let mut d = Driver::new();
+    let mut reasons = Vec::new();
+    for op in reach_seed() {
+        let from = d.world.history.len();
+        d.step(&op);
+        for e in &d.world.history[from..] {
+            if let StepKind::Action { result: Ok(r), .. } = &e.kind {
+                reasons.extend(r.reason);
+            }
+        }
+    }
+    assert!(d.world.state.config.strict_mode && d.world.state.config.authorizer_required);
+    // The retry with the same call id, the near-miss task, and the call at the expiry.
+    assert!(reasons.contains(&DenyReason::EventReplayed), "{reasons:?}");
+    assert!(
+        reasons.contains(&DenyReason::CapabilityDenied),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&DenyReason::AuthorizerReplay),
+        "{reasons:?}"
+    );
+}
+
+#[test]
+fn encoding_is_the_inverse_of_the_derived_decoder() {
+    let mut variants = std::collections::HashSet::new();
+    for seed in 0..200 {
+        let ops = decode_ops(&noise(seed, 160));
+        assert!(!ops.is_empty());
+        for op in &ops {
+            variants.insert(std::mem::discriminant(op));
+        }
+        let bytes = encode_ops(&ops);
+        assert_eq!(decode_ops(&bytes), ops, "seed {seed}");
+    }
+    assert_eq!(variants.len() as u64, OP_VARIANTS, "every variant decoded");
+}
+
+#[test]
+fn decoding_stops_at_the_end_of_the_input_and_at_the_cap() {
+    assert_eq!(decode_ops(&[]), vec![]);
+    // One byte short of a whole op still yields that op, zero-padded.
+    assert_eq!(
+        decode_ops(&[0, 0, 0, 0, 5]),
+        vec![Op::Start {
+            sandbox: 5,
+            policy: 0,
+            tools: 0
+        }]
+    );
+    let many = encode_ops(&vec![Op::Restart; MAX_OPS * 2]);
+    assert_eq!(decode_ops(&many).len(), MAX_OPS);
+}
+
+/// Found by the CI smoke run: an announced tool change, then a restart
+/// before any action listed the tools, read as a silent refresh (SD3)
+/// because the target never observed between operations as the runner does.
+#[test]
+fn an_announced_change_before_a_restart_is_taken_in() {
+    let bytes = std::fs::read(
+        corpus_dir("model_sequence").join("regression-announced-change-then-restart"),
+    )
+    .unwrap();
+    let ops = decode_ops(&bytes);
+    assert!(ops.contains(&Op::Restart), "{ops:?}");
+    assert!(
+        ops.iter()
+            .any(|op| matches!(op, Op::ChangeTool { announce: true, .. })),
+        "{ops:?}"
+    );
+    fuzz_model_sequence(&bytes);
+}
+
+#[test]
+fn committed_model_seeds_decode_to_their_sequences_and_keep_every_invariant() {
+    for (name, ops) in model_seeds() {
+        let bytes = committed_seed("model_sequence", name, &encode_ops(&ops));
+        assert_eq!(decode_ops(&bytes), ops, "{name}");
+        fuzz_model_sequence(&bytes);
+    }
+}
+
+/// Found by the fuzz smoke: `Strict` after full-access instances were
+/// started used to switch strict mode on mid-sequence.
+#[test]
+fn strict_mode_anywhere_in_a_sequence_holds_from_its_start() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../fuzz/corpus/model_sequence/regression-strict-mode-after-instances"
+    ))
+    .unwrap();
+    let ops = decode_ops(&bytes);
+    let strict_at = ops.iter().position(|op| matches!(op, Op::Strict));
+    let first_start = ops.iter().position(|op| matches!(op, Op::Start { .. }));
+    assert!(strict_at > first_start, "{ops:?}");
+    fuzz_model_sequence(&bytes);
+}
+
+/// The sequence fuzzing found: an announced tool-list change whose
+/// invalidation the store refused, then a restart, then a call of a
+/// sealed tool. The driver leaves that restart out, so the checkers hold
+/// the call to SD3 against a host that still knows of the change.
+#[test]
+fn no_restart_drops_an_uncommitted_tool_list_change() {
+    let mut d = Driver::new();
+    for op in [
+        Op::Start {
+            sandbox: 0,
+            policy: 0,
+            tools: 0,
+        },
+        Op::Fault { point: 2, times: 0 },
+        Op::ChangeTool {
+            tool: 1,
+            announce: true,
+        },
+        Op::Restart,
+        Op::ToolCall {
+            instance: 0,
+            tool: 0,
+            arguments: 0,
+        },
+    ] {
+        d.step(&op);
+    }
+    assert!(
+        !d.world
+            .history
+            .iter()
+            .any(|e| matches!(e.kind, StepKind::Restart)),
+        "the restart was left out"
+    );
+    assert!(d.violations().is_empty(), "{:?}", d.violations());
+}
+
+#[test]
+fn seeds_reach_the_states_they_are_named_after() {
+    let run = |ops: &[Op]| {
+        let mut d = Driver::new();
+        for op in ops {
+            d.apply(op);
+        }
+        d
+    };
+    let seeds: std::collections::BTreeMap<_, _> = model_seeds().into_iter().collect();
+    let d = run(&seeds["ceiling_exceeded"]);
+    let StepKind::Action { result: Ok(r), .. } = &d.world.history.last().unwrap().kind else {
+        panic!("the delegation answered");
+    };
+    assert_eq!(r.reason, Some(DenyReason::CeilingExceeded));
+    let d = run(&seeds["start_delegate_turn"]);
+    assert!(
+        d.instances.len() >= 2,
+        "a child was admitted: {:?}",
+        d.instances
+    );
+    let d = run(&seeds["receipt_expiry_and_replay"]);
+    assert_eq!(d.receipts.len(), 2, "both receipts were issued");
+}
+
+#[test]
+fn a_broken_world_makes_the_sequence_target_panic() {
+    // The assertion in fuzz_model_sequence must be reachable: doctor a
+    // history the way a host that hides a refused child would.
+    let mut d = Driver::new();
+    for op in &model_seeds()[1].1 {
+        d.apply(op);
+    }
+    d.world
+        .history
+        .last_mut()
+        .unwrap()
+        .evidence
+        .model_requests
+        .insert("inst-99".into(), 1);
+    assert!(
+        d.violations().iter().any(|v| v.id == InvariantId::ZC2),
+        "{:#?}",
+        d.violations()
+    );
+}
+
+/// The committed digest seeds: tool definitions, key-order and number edge cases.
+const DIGEST_SEEDS: &[(&str, &str)] = &[
+    (
+        "tool_definition.json",
+        r#"{"name":"probe.read","description":"read","inputSchema":{"type":"object"},"annotations":{"x-delegation-class":"read"}}"#,
+    ),
+    (
+        "key_order.json",
+        r#"{"b":1,"a":{"z":[1,{"y":2,"x":3}],"\u00e9":0,"\ud83d\ude00":"e"}}"#,
+    ),
+    (
+        "numbers.json",
+        r#"[0,-0,1e21,4.50,1e-7,9007199254740991,-9007199254740991,0.1,2.5e17]"#,
+    ),
+    (
+        "strings.json",
+        r#"["\u0000\u001f\"\\/","\u2028\u2029","a\tb"]"#,
+    ),
+    ("duplicate_key.json", r#"{"a":1,"a":2}"#),
+    ("unsafe_integer.json", r#"{"n":9007199254740993}"#),
+];
+
+#[test]
+fn committed_digest_seeds_exist_and_hold() {
+    for (name, text) in DIGEST_SEEDS {
+        let bytes = committed_seed("digest", name, text.as_bytes());
+        assert_eq!(bytes, text.as_bytes(), "{name}");
+        fuzz_digest(&bytes);
+    }
+    // Refused inputs are skipped, not asserted on.
+    fuzz_digest(b"\xff\xfe");
+    fuzz_digest(b"{");
+}
+
+#[test]
+fn reversing_keys_changes_the_text_but_not_the_digest() {
+    let value = parse_strict(DIGEST_SEEDS[1].1).unwrap();
+    let mut reversed = String::new();
+    write_keys_reversed(&value, &mut reversed);
+    assert_ne!(reversed, serde_json::to_string(&value).unwrap());
+    let back = parse_strict(&reversed).unwrap();
+    assert_eq!(back, value);
+    assert_eq!(digest_value(&back), digest_value(&value));
+}
+
+#[test]
+fn a_large_integral_double_is_the_only_tolerated_reparse_failure() {
+    // 2.5e17 canonicalises to an integer literal beyond 2^53 (documented);
+    // fuzz_digest must accept it rather than report it.
+    fuzz_digest(b"[2.5e17]");
+    assert!(matches!(
+        parse_strict(&canonical_json(&parse_strict("2.5e17").unwrap()).unwrap()),
+        Err(DefinitionError::IntegerOutOfRange { .. })
+    ));
+}
