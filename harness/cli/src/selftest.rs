@@ -18,7 +18,7 @@ use delegation_host::mutants::Defect;
 use delegation_model::InvariantId;
 use delegation_runner::catalogue::{Filter, order};
 use delegation_runner::{
-    ObserverWorlds, RunOptions, RunReport, Scenario, ScenarioResult, Verdict, exit_code, report,
+    Conformance, RunReport, Scenario, ScenarioResult, Verdict, exit_code, report,
 };
 use serde_json::json;
 
@@ -232,33 +232,22 @@ fn focus(scenarios: &[Scenario], defect: Defect) -> Vec<Scenario> {
     order(&chosen, 0).into_iter().cloned().collect()
 }
 
-/// One run of the selected scenarios against the reference host carrying `defect`.
+/// One run of the selected scenarios against the reference host carrying
+/// `defect`, through the library's builder as a host maintainer's run goes.
 async fn run_once(
     scenarios: &[Scenario],
     defect: Option<Defect>,
     jobs: usize,
 ) -> anyhow::Result<RunReport> {
-    let (events, rx) = tokio::sync::mpsc::unbounded_channel();
-    let drained = tokio::spawn(report::drain(rx, vec![]));
-    // Never interrupted: the sender is kept alive for the whole run.
-    let (_keep, interrupt) = tokio::sync::watch::channel(false);
-    let report = delegation_runner::run(
-        scenarios.to_vec(),
-        Arc::new(ReferenceLauncher { defect }),
-        Arc::new(ObserverWorlds),
-        RunOptions {
-            jobs,
-            ..RunOptions::default()
-        },
-        events,
-        interrupt,
-    )
-    .await;
-    drained
-        .await
-        .context("the event drain panicked")?
-        .context("draining run events")?;
-    Ok(report)
+    let outcome = Conformance::launcher(Arc::new(ReferenceLauncher { defect }))
+        .scenarios(scenarios.to_vec())
+        // The order the caller chose (seed 0) is kept: a kill matrix must
+        // not depend on a random seed.
+        .seed(0)
+        .jobs(jobs)
+        .run()
+        .await?;
+    Ok(outcome.report)
 }
 
 /// A scenario counts against a mutant when it failed or errored; an

@@ -42,6 +42,8 @@ enum HostSpec {
 pub struct Conformance {
     host: HostSpec,
     catalogue: Option<PathBuf>,
+    /// Scenarios already loaded (a selftest's subset), in place of `catalogue`.
+    loaded: Option<Catalogue>,
     filters: Vec<String>,
     invariants: Vec<InvariantId>,
     expectations: Option<PathBuf>,
@@ -60,6 +62,7 @@ impl Conformance {
         Conformance {
             host,
             catalogue: None,
+            loaded: None,
             filters: Vec::new(),
             invariants: Vec::new(),
             expectations: None,
@@ -90,9 +93,20 @@ impl Conformance {
         Conformance::with(HostSpec::Launcher(launcher))
     }
 
-    /// The scenario catalogue (a `scenarios/` folder). Required.
+    /// The scenario catalogue (a `scenarios/` folder). Required, unless [`Conformance::scenarios`] gives them.
     pub fn catalogue(mut self, dir: impl Into<PathBuf>) -> Conformance {
         self.catalogue = Some(dir.into());
+        self
+    }
+
+    /// Runs these scenarios, already loaded (a subset a tool chose, such as
+    /// selftest's focused one), instead of a catalogue folder; filters still
+    /// select among them, with the controls they name.
+    pub fn scenarios(mut self, scenarios: Vec<crate::Scenario>) -> Conformance {
+        self.loaded = Some(Catalogue {
+            root: PathBuf::from("(scenarios given to the builder)"),
+            scenarios,
+        });
         self
     }
 
@@ -171,10 +185,21 @@ impl Conformance {
     fn prepare(
         &self,
     ) -> Result<(Vec<crate::Scenario>, Arc<dyn HostLauncher>, Expectations), ConformanceError> {
-        let root = self.catalogue.as_deref().ok_or_else(|| {
-            ConformanceError("no catalogue: call .catalogue(\"path/to/scenarios\")".into())
-        })?;
-        let catalogue = Catalogue::load(root).map_err(|e| ConformanceError(e.to_string()))?;
+        let loaded_from_disk;
+        let catalogue = match (&self.loaded, self.catalogue.as_deref()) {
+            (Some(given), _) => given,
+            (None, Some(root)) => {
+                loaded_from_disk =
+                    Catalogue::load(root).map_err(|e| ConformanceError(e.to_string()))?;
+                &loaded_from_disk
+            }
+            (None, None) => {
+                return Err(ConformanceError(
+                    "no catalogue: call .catalogue(\"path/to/scenarios\")".into(),
+                ));
+            }
+        };
+        let root = &catalogue.root;
         let filter = Filter::new(&self.filters, &self.invariants)
             .map_err(|e| ConformanceError(e.to_string()))?;
         let selected = catalogue.select(&filter);
@@ -420,6 +445,41 @@ mod tests {
             outcome.report.summary
         );
         assert_eq!(outcome.exit_code(), exit_code::SUCCESS);
+    }
+
+    #[test]
+    fn scenarios_given_to_the_builder_run_in_place_of_a_catalogue_and_filters_still_select() {
+        let loaded = Catalogue::load(&catalogue()).unwrap().scenarios;
+        let chosen: Vec<crate::Scenario> = loaded
+            .into_iter()
+            .filter(|s| s.id.starts_with("tr/00"))
+            .collect();
+        let given = chosen.len();
+        assert!(given >= 4, "{given}");
+        let mutant = ReferenceLauncher {
+            defect: Some(delegation_host::mutants::Defect::FollowupAfterClose),
+        };
+        let all = Conformance::launcher(Arc::new(mutant))
+            .scenarios(chosen.clone())
+            .run_blocking()
+            .unwrap();
+        assert_eq!(all.report.results.len(), given);
+        assert_eq!(all.exit_code(), exit_code::VIOLATIONS);
+        let one = Conformance::reference_host()
+            .scenarios(chosen)
+            .filter("tr/001-*")
+            .run_blocking()
+            .unwrap();
+        assert_eq!(one.report.results.len(), 1, "{:?}", one.report.summary);
+        assert_eq!(one.exit_code(), exit_code::SUCCESS);
+    }
+
+    #[test]
+    fn without_a_catalogue_or_scenarios_the_builder_says_what_to_call() {
+        let Err(e) = Conformance::reference_host().run_blocking() else {
+            panic!("a run with nothing to run started");
+        };
+        assert!(e.to_string().contains(".catalogue("), "{e}");
     }
 
     #[test]
