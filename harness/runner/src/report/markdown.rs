@@ -38,6 +38,10 @@ const CELL_MAX: usize = 1_500;
 /// Past this size the all-scenarios table stops (GitHub refuses a job
 /// summary over 1 MiB); the JSON report always has everything.
 const REPORT_BUDGET: usize = 700_000;
+/// Past this size the scenarios needing a look are listed a line each,
+/// without their evidence: every one stays named, with its rerun command,
+/// and the whole report under GitHub's limit however many failed.
+const LOOK_DETAIL_BUDGET: usize = 550_000;
 
 /// The detail column of a result: its failed checks, or what its verdict says.
 fn detail(r: &crate::verdict::ScenarioResult) -> String {
@@ -141,7 +145,26 @@ impl Reporter for MarkdownReporter {
             .collect();
         if !look.is_empty() {
             let _ = writeln!(out, "### Needs a look ({})\n", look.len());
-            for r in &look {
+            for (shown, r) in look.iter().enumerate() {
+                if out.len() > LOOK_DETAIL_BUDGET {
+                    let _ = writeln!(
+                        out,
+                        "> {} more without their evidence here (this report stays under GitHub's job-summary limit); the JSON report has it.\n",
+                        look.len() - shown
+                    );
+                    for r in &look[shown..] {
+                        let _ = writeln!(
+                            out,
+                            "- `{}` [{}]: **{}**, rerun: <code>{}</code>",
+                            r.id,
+                            r.tier,
+                            super::look_label(r),
+                            cell(&self.collector.rerun.command(&r.id))
+                        );
+                    }
+                    let _ = writeln!(out);
+                    break;
+                }
                 let mut what = match &r.verdict {
                     Verdict::Fail | Verdict::Inconclusive { .. } => {
                         super::failures_with_evidence(r)
@@ -191,5 +214,102 @@ impl Reporter for MarkdownReporter {
             );
         }
         super::write_atomically(&self.file, out.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verdict::{Failure, FailureKind, ScenarioResult, Summary};
+    use delegation_model::{InvariantId, Tier};
+
+    /// A failing result whose evidence alone is about `evidence_bytes` long.
+    fn failing(id: &str, evidence_bytes: usize) -> ScenarioResult {
+        ScenarioResult {
+            id: id.into(),
+            area: "zc".into(),
+            title: id.into(),
+            tier: Tier::Must,
+            checks: vec![InvariantId::ZC1],
+            verdict: Verdict::Fail,
+            raw_verdict: "fail".into(),
+            failures: vec![Failure {
+                kind: FailureKind::Invariant,
+                invariants: vec![InvariantId::ZC1],
+                step: 1,
+                at: "ZC1".into(),
+                expected: serde_json::json!("no instance"),
+                observed: serde_json::json!("one instance"),
+                message: "a child appeared".into(),
+                evidence: serde_json::json!({
+                    "observers": { "model_requests": { "inst-3": 1 } },
+                    "host_reply": { "detail": "e".repeat(evidence_bytes) },
+                }),
+                inferred: vec![],
+            }],
+            steps_run: 2,
+            steps_total: 2,
+            duration: std::time::Duration::from_millis(3),
+            transcript: serde_json::Value::Null,
+            snapshot: None,
+        }
+    }
+
+    fn report_of(failed: usize) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.md");
+        let mut reporter = MarkdownReporter::new(file.clone());
+        reporter
+            .event(&RunEvent::RunStarted {
+                host: "a host that fails".into(),
+                total: failed,
+                seed: 1,
+                jobs: 1,
+                model_checkers: true,
+                rerun: Default::default(),
+            })
+            .unwrap();
+        for i in 0..failed {
+            let result = failing(&format!("zc/{i:03}-fails"), 8_000);
+            reporter
+                .event(&RunEvent::ScenarioFinished(Box::new(result)))
+                .unwrap();
+        }
+        let summary = Summary {
+            total: failed,
+            fail: failed,
+            ..Summary::default()
+        };
+        reporter.event(&RunEvent::RunFinished { summary }).unwrap();
+        std::fs::read_to_string(file).unwrap()
+    }
+
+    #[test]
+    fn a_host_failing_everything_gets_a_report_under_the_job_summary_limit_naming_every_failure() {
+        let md = report_of(400);
+        assert!(md.len() < 1_000_000, "{} bytes", md.len());
+        let look = md.split("### All scenarios").next().unwrap();
+        for i in 0..400 {
+            let id = format!("`zc/{i:03}-fails`");
+            let rerun = format!("--filter zc/{i:03}-fails");
+            assert!(
+                look.contains(&id) || look.contains(&format!("<code>zc/{i:03}-fails</code>")),
+                "{id} missing"
+            );
+            assert!(look.contains(&rerun), "{rerun} missing");
+        }
+        assert!(
+            look.contains("more without their evidence here"),
+            "the overflow is said"
+        );
+        // The first failures keep their evidence.
+        assert!(look.contains("<code>zc/000-fails</code>") && look.contains("evidence: "));
+    }
+
+    #[test]
+    fn a_few_failures_all_keep_their_evidence() {
+        let md = report_of(10);
+        assert!(!md.contains("more without their evidence"), "{md}");
+        assert_eq!(md.matches("  evidence: ").count(), 10);
     }
 }
