@@ -47,7 +47,7 @@ const METHOD = {
   'instance/cancel': 'Gemini CLI has no cancelled state: an interrupt stops a running turn and leaves the session usable',
   'instance/fail': 'Gemini CLI has no failed state to put a session in',
   'instance/resume': 'the adapter does not map `instance/resume`: every turn already resumes the session (`--resume`), and a subagent cannot be continued at all once its `invoke_agent` call ended',
-  'instance/turn': 'a turn on a subagent (Gemini CLI runs a subagent only within its parent\'s `invoke_agent` call, never from outside), or, in a root that runs `gemini -p` because none of its sealed tools needs a person, a call Gemini CLI would ask about under `on-request` or `untrusted`: `gemini -p` asks no one',
+  'instance/turn': 'a turn on a subagent (Gemini CLI runs a subagent only within its parent\'s `invoke_agent` call, never from outside); or, in a root that runs `gemini -p` because none of its sealed tools needs a person, a call Gemini CLI would ask about under `on-request` or `untrusted`: `gemini -p` asks no one; or a later turn of a root that may ask a person (ACP mode): Gemini CLI 0.61.0\'s `session/load` starts a new chat record for the session before it looks the session up, and within the clock minute of the session file\'s creation that record hides the conversation and the load fails ("No previous sessions found for this project", README finding 14), so whether the turn runs would depend on the clock',
   'instance/fork': CAPABILITY.fork,
   'instance/tool_call': CAPABILITY['direct-tool-calls'],
   'approval/auto': CAPABILITY['auto-approval'],

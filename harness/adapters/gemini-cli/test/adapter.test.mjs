@@ -342,7 +342,8 @@ test('ACP reports: a completed call runs, a denied one left no update, a failed 
 test('a call a person must allow goes through ACP: pending, then allowed once (or denied), never answered twice', async () => {
   const server = await toolServer([tool('ASKS', 'mcp'), tool('read_file', 'read')]);
   const { store, log } = fresh();
-  const adapter = startAdapter(store, log);
+  // The later ACP turn below loads the session, which the adapter drives only when asked to (README finding 14).
+  const adapter = startAdapter(store, log, { GEMINI_CLI_ADAPTER_ACP_LOAD: '1' });
   try {
     await adapter.request('initialize', { protocol_version: '1.0', environment: { model_endpoint: 'http://127.0.0.1:9', mcp_servers: [{ name: 'harness', url: server.url }], store_dir: store, clock: 'harness' } });
     const start = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request', tools: ['ASKS', 'read_file'] })).result;
@@ -365,6 +366,39 @@ test('a call a person must allow goes through ACP: pending, then allowed once (o
     assert.equal(observed.instances[0].state, 'completed', 'the session Gemini CLI chose is the instance\'s');
   } finally {
     await adapter.close();
+    server.close();
+  }
+});
+
+test('a later turn of an ACP root is refused (-32001) and starts no gemini, unless GEMINI_CLI_ADAPTER_ACP_LOAD=1 (finding 14)', async () => {
+  const server = await toolServer([tool('ASKS', 'mcp')]);
+  const { store, log } = fresh();
+  const adapter = startAdapter(store, log);
+  try {
+    await adapter.request('initialize', { protocol_version: '1.0', environment: { model_endpoint: 'http://127.0.0.1:9', mcp_servers: [{ name: 'harness', url: server.url }], store_dir: store, clock: 'harness' } });
+    const start = (await adapter.request('instance/start', { ...root(1), approval_policy: 'on-request', tools: ['ASKS'] })).result;
+    const first = (await adapter.request('instance/turn', { instance: start.instance, input: 'nothing to call' })).result;
+    assert.equal(first.outcome, 'ok', 'the first ACP turn opens a new session and runs');
+    const runs = invocations(log).length;
+    const later = await adapter.request('instance/turn', { instance: start.instance, input: 'nothing to call' });
+    assert.equal(later.error.code, -32001);
+    assert.match(later.error.message, /session\/load/);
+    assert.equal(invocations(log).length, runs, 'no gemini was started for the refused turn');
+  } finally {
+    await adapter.close();
+  }
+  // The control: with the variable set, the same later turn loads the session and runs.
+  const again = fresh();
+  const driven = startAdapter(again.store, again.log, { GEMINI_CLI_ADAPTER_ACP_LOAD: '1' });
+  try {
+    await driven.request('initialize', { protocol_version: '1.0', environment: { model_endpoint: 'http://127.0.0.1:9', mcp_servers: [{ name: 'harness', url: server.url }], store_dir: again.store, clock: 'harness' } });
+    const start = (await driven.request('instance/start', { ...root(1), approval_policy: 'on-request', tools: ['ASKS'] })).result;
+    await driven.request('instance/turn', { instance: start.instance, input: 'nothing to call' });
+    const later = (await driven.request('instance/turn', { instance: start.instance, input: 'nothing to call' })).result;
+    assert.equal(later.outcome, 'ok');
+    assert.equal(invocations(again.log).filter((i) => i.acp).length, 2, 'both turns ran gemini --acp');
+  } finally {
+    await driven.close();
     server.close();
   }
 });
