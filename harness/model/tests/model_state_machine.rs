@@ -85,21 +85,28 @@ fn op_strategy() -> BoxedStrategy<Op> {
     .boxed()
 }
 
-/// The generator needs no knowledge of the world: references are resolved at apply time.
+/// The generator needs no knowledge of the world (references are resolved
+/// at apply time) beyond how many operations came before: strict mode is a
+/// setting a scenario carries from its start (the `model_sequence` target
+/// hoists it there), so here it may only come first. Turned on later, CE4
+/// would rightly flag a full-access child created before it.
 pub struct Generator;
 
 impl ReferenceStateMachine for Generator {
-    type State = ();
+    type State = usize;
     type Transition = Op;
 
-    fn init_state() -> BoxedStrategy<()> {
-        Just(()).boxed()
+    fn init_state() -> BoxedStrategy<usize> {
+        Just(0).boxed()
     }
-    fn transitions(_: &()) -> BoxedStrategy<Op> {
+    fn transitions(_: &usize) -> BoxedStrategy<Op> {
         op_strategy()
     }
-    fn apply(state: (), _: &Op) {
-        state
+    fn preconditions(applied: &usize, op: &Op) -> bool {
+        !matches!(op, Op::Strict) || *applied == 0
+    }
+    fn apply(applied: usize, _: &Op) -> usize {
+        applied + 1
     }
 }
 
@@ -110,16 +117,16 @@ impl StateMachineTest for Subject {
     type SystemUnderTest = Subject;
     type Reference = Generator;
 
-    fn init_test(_: &()) -> Subject {
+    fn init_test(_: &usize) -> Subject {
         Subject(Driver::new())
     }
 
-    fn apply(mut subject: Subject, _: &(), op: Op) -> Subject {
+    fn apply(mut subject: Subject, _: &usize, op: Op) -> Subject {
         subject.0.step(&op);
         subject
     }
 
-    fn check_invariants(subject: &Subject, _: &()) {
+    fn check_invariants(subject: &Subject, _: &usize) {
         let violations = subject.0.violations();
         assert!(
             violations.is_empty(),
