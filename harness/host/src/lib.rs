@@ -1,104 +1,10 @@
-//! The Host trait the runner drives, the reference host, and the subprocess host.
+//! The reference host, the subprocess host and the mutants; the `Host` trait itself lives in `delegation-host-api` and is re-exported here.
 
 pub mod mcp_client;
 pub mod mutants;
 pub mod process;
 pub mod reference;
 
-use std::path::Path;
-
-use async_trait::async_trait;
-use delegation_model::{Action, ActionResult};
-use delegation_protocol::{InitializeParams, InitializeResult};
-
+pub use delegation_host_api::{Host, HostError, HostLauncher, is_resource_exhaustion};
 pub use process::{ProcessHost, ProcessLauncher};
 pub use reference::{ReferenceHost, ReferenceLauncher};
-
-/// Why a host could not answer. Each is a verdict about the host, never a panic of the harness.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum HostError {
-    #[error("no answer to `{method}` within {after_ms} ms")]
-    Timeout { method: String, after_ms: u64 },
-    /// A timeout with not one byte on stdout since the adapter started.
-    #[error(
-        "no answer to `{method}` within {after_ms} ms, and not one byte on stdout since the adapter started: \
-         the usual cause is an adapter that does not flush its stdout after each line \
-         (Python: `print(..., flush=True)` or `python3 -u`; C: `fflush(stdout)`; a pipe is block-buffered), \
-         or one that needs longer than the step deadline to start (raise --step-timeout-ms)"
-    )]
-    Silent { method: String, after_ms: u64 },
-    #[error("host process exited ({status}) during `{method}`; stderr tail:\n{stderr_tail}")]
-    Exited {
-        method: String,
-        status: String,
-        stderr_tail: String,
-    },
-    #[error("protocol violation during `{method}`: {detail}")]
-    Protocol { method: String, detail: String },
-    #[error("host answered `{method}` with error {code}: {message}")]
-    Rpc {
-        method: String,
-        code: i64,
-        message: String,
-    },
-    #[error("host does not implement `{method}`")]
-    Unsupported { method: String },
-    #[error("could not start or reach the host: {0}")]
-    Launch(String),
-    /// The harness itself lacked a resource (file descriptors, processes,
-    /// memory) to run the host: says nothing about the host.
-    #[error("the harness ran out of resources: {0}")]
-    HarnessResources(String),
-}
-
-impl HostError {
-    /// The error for an I/O failure of the harness's own while running a
-    /// host: a resource the harness lacks is its own failure, anything else
-    /// is the host's (a missing program, a bad path).
-    pub fn from_launch_io(context: String, e: &std::io::Error) -> HostError {
-        if is_resource_exhaustion(e) {
-            HostError::HarnessResources(format!(
-                "{context}: {e}; raise the limit (`ulimit -n`, `ulimit -u`) or lower --jobs"
-            ))
-        } else {
-            HostError::Launch(format!("{context}: {e}"))
-        }
-    }
-}
-
-/// Whether an I/O error means the harness's process or the machine ran out
-/// of descriptors, processes or memory (EMFILE, ENFILE, EAGAIN, ENOMEM).
-pub fn is_resource_exhaustion(e: &std::io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM)
-    )
-}
-
-/// A running host the runner drives: the in-process reference host, a
-/// subprocess speaking the protocol, or anything else that can.
-#[async_trait]
-pub trait Host: Send {
-    async fn initialize(&mut self, params: InitializeParams)
-    -> Result<InitializeResult, HostError>;
-    async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError>;
-    /// Stops the host; its store stays for a restart.
-    async fn shutdown(&mut self) -> Result<(), HostError>;
-    /// The last lines the host logged, for evidence in a verdict.
-    fn stderr_tail(&self) -> String {
-        String::new()
-    }
-    /// What the host logged (stderr and `log` notifications) since the last
-    /// call, bounded, for the secret search (TC4). Default: nothing.
-    fn take_log(&mut self) -> String {
-        String::new()
-    }
-}
-
-/// Starts hosts: once per scenario, and again on the same store for a restart.
-#[async_trait]
-pub trait HostLauncher: Send + Sync {
-    async fn launch(&self, store_dir: &Path) -> Result<Box<dyn Host>, HostError>;
-    /// A short description for reports, such as the command line.
-    fn describe(&self) -> String;
-}

@@ -8,6 +8,7 @@ pub mod authority;
 pub mod decisions;
 pub mod digest;
 pub mod eligibility;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod invariants;
 pub mod path;

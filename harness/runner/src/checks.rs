@@ -1,16 +1,9 @@
 //! The seam between the runner and the model's invariant checkers, plus the
 //! checks only the runner can make (the canary search of TC4).
 
-pub use delegation_model::invariants::Violation;
-use delegation_model::{HistoryEntry, InvariantId};
+use delegation_model::HistoryEntry;
+pub use delegation_model::invariants::{Checking, Violation};
 use serde_json::Value;
-
-/// Runs the model's checkers for `ids` over the whole history: the one
-/// place the runner calls into `delegation_model::invariants`, where each
-/// invariant is defined.
-pub fn check_invariants(ids: &[InvariantId], history: &[HistoryEntry]) -> Vec<Violation> {
-    delegation_model::invariants::check_ids(ids, history)
-}
 
 /// Whether the model's checkers are wired in; reports say so when they are not.
 pub const MODEL_CHECKERS_WIRED: bool = true;

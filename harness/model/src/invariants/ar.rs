@@ -14,11 +14,14 @@ pub(super) fn is_high_risk(risk: &str) -> bool {
 /// The host says so once: an approval request raised under automatic
 /// approval for such an instance is named by exactly one
 /// `strict_review_required` record, and no request by more than one.
-pub(super) fn ar1(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut decided: BTreeSet<&str> = BTreeSet::new();
-    let mut seen: BTreeSet<&str> = BTreeSet::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Ar1 {
+    decided: BTreeSet<String>,
+    seen: BTreeSet<String>,
+}
+
+impl Checker for Ar1 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         let Some(observed) = observed_of(entry) else {
             return;
         };
@@ -35,13 +38,16 @@ pub(super) fn ar1(run: &Run) -> Vec<Violation> {
             let count = notices(&approval.id);
             if count > 1 {
                 out.push(violation(
-                    InvariantId::AR1,
-                    entry.step,
-                    format!("approval `{}` is announced as needing a full review {count} times; expected once", approval.id),
-                    json!({"approval": approval.id, "notices": count}),
-                ));
+                        InvariantId::AR1,
+                        entry.step,
+                        format!("approval `{}` is announced as needing a full review {count} times; expected once", approval.id),
+                        json!({"approval": approval.id, "notices": count}),
+                    ));
             }
-            let first_sight = seen.insert(&approval.id);
+            let first_sight = !self.seen.contains(&approval.id);
+            if first_sight {
+                self.seen.insert(approval.id.clone());
+            }
             let risk = observed
                 .instance(&approval.instance)
                 .and_then(|i| i.risk.as_deref());
@@ -52,17 +58,18 @@ pub(super) fn ar1(run: &Run) -> Vec<Violation> {
                 && count == 0
             {
                 out.push(violation(
-                    InvariantId::AR1,
-                    entry.step,
-                    format!("approval `{}` of `{}` was left for a review under automatic approval without saying a full review is required", approval.id, approval.instance),
-                    json!({"approval": approval, "risk": risk}),
-                ));
+                        InvariantId::AR1,
+                        entry.step,
+                        format!("approval `{}` of `{}` was left for a review under automatic approval without saying a full review is required", approval.id, approval.instance),
+                        json!({"approval": approval, "risk": risk}),
+                    ));
             }
         }
         for approval in observed.approvals.iter().filter(|a| is_decided(a)) {
-            if !decided.insert(&approval.id) {
+            if self.decided.contains(&approval.id) {
                 continue;
             }
+            self.decided.insert(approval.id.clone());
             let risk = observed
                 .instance(&approval.instance)
                 .and_then(|i| i.risk.as_deref())
@@ -71,53 +78,56 @@ pub(super) fn ar1(run: &Run) -> Vec<Violation> {
                 && approval.decided_by == Some(DecidedBy::Policy)
             {
                 out.push(violation(
-                    InvariantId::AR1,
-                    entry.step,
-                    format!("approval `{}` of `{}` was decided by policy while its risk is `{risk}`; expected a full review", approval.id, approval.instance),
-                    json!({"approval": approval, "risk": risk}),
-                ));
+                        InvariantId::AR1,
+                        entry.step,
+                        format!("approval `{}` of `{}` was decided by policy while its risk is `{risk}`; expected a full review", approval.id, approval.instance),
+                        json!({"approval": approval, "risk": risk}),
+                    ));
             }
         }
-    });
-    out
+    }
 }
 
 /// AR2. A forked instance is first observed with its source's latest risk,
 /// and a resumed instance keeps the risk it had before the resume.
-pub(super) fn ar2(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut expected: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Ar2 {
+    /// Each resumed or forked instance with the risk it must show and the step.
+    expected: BTreeMap<String, (String, usize)>,
+}
+
+impl Checker for Ar2 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         match ok_result(entry) {
             Some((Action::Fork { instance }, result)) => {
-                if let (Some(risk), Some(child)) = (
-                    facts.risk(instance.as_str()),
-                    result.instance.as_deref(),
-                ) {
-                    expected.insert(child, (risk, entry.step));
+                if let (Some(risk), Some(child)) =
+                    (facts.risk(instance.as_str()), result.instance.as_deref())
+                {
+                    self.expected
+                        .insert(child.to_string(), (risk.to_string(), entry.step));
                 }
             }
             Some((Action::Resume { instance }, _)) => {
                 if let Some(risk) = facts.risk(instance.as_str()) {
-                    expected.insert(instance, (risk, entry.step));
+                    self.expected
+                        .insert(instance.clone(), (risk.to_string(), entry.step));
                 }
             }
             _ => {}
         }
         if let Some(observed) = observed_of(entry) {
-            expected.retain(|id, (risk, at)| {
-                let Some(instance) = observed.instance(id) else { return true };
-                if instance.risk.as_deref() != Some(*risk) {
-                    out.push(violation(
-                        InvariantId::AR2,
-                        entry.step,
-                        format!("`{id}` (resumed or forked at step {at}) has risk {:?}; expected the inherited `{risk}`", instance.risk),
-                        json!({"instance": id, "expected": risk, "observed": instance.risk}),
-                    ));
-                }
-                false
-            });
+            self.expected.retain(|id, (risk, at)| {
+                    let Some(instance) = observed.instance(id) else { return true };
+                    if instance.risk.as_deref() != Some(risk.as_str()) {
+                        out.push(violation(
+                            InvariantId::AR2,
+                            entry.step,
+                            format!("`{id}` (resumed or forked at step {at}) has risk {:?}; expected the inherited `{risk}`", instance.risk),
+                            json!({"instance": id, "expected": risk, "observed": instance.risk}),
+                        ));
+                    }
+                    false
+                });
         }
-    });
-    out
+    }
 }

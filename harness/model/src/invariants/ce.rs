@@ -8,27 +8,33 @@ use super::*;
 /// sets on every call, and re-comparing unchanged values was the largest
 /// cost of CE1 and CE2. A changed value on either side is compared afresh.
 #[derive(Default)]
-pub(super) struct WithinBounds<'h> {
-    pub(super) last_within: BTreeMap<(&'h str, &'h str), (&'h Authority, &'h Authority)>,
+pub(super) struct WithinBounds {
+    /// By subject, then by what bounds it: the last pair of values found within bounds.
+    last_within: BTreeMap<String, BTreeMap<String, (Authority, Authority)>>,
 }
 
-impl<'h> WithinBounds<'h> {
+impl WithinBounds {
     fn axes_exceeding(
         &mut self,
-        (subject, authority): (&'h str, &'h Authority),
-        (bound_by, bound): (&'h str, &'h Authority),
+        (subject, authority): (&str, &Authority),
+        (bound_by, bound): (&str, &Authority),
     ) -> Vec<Axis> {
         if self
             .last_within
-            .get(&(subject, bound_by))
-            .is_some_and(|(a, b)| *a == authority && *b == bound)
+            .get(subject)
+            .and_then(|bounds| bounds.get(bound_by))
+            .is_some_and(|(a, b)| a == authority && b == bound)
         {
             return Vec::new();
         }
         let axes = authority.axes_exceeding(bound);
         if axes.is_empty() {
-            self.last_within
-                .insert((subject, bound_by), (authority, bound));
+            if !self.last_within.contains_key(subject) {
+                self.last_within
+                    .insert(subject.to_string(), BTreeMap::new());
+            }
+            let bounds = self.last_within.get_mut(subject).expect("inserted above");
+            bounds.insert(bound_by.to_string(), (authority.clone(), bound.clone()));
         }
         axes
     }
@@ -36,11 +42,14 @@ impl<'h> WithinBounds<'h> {
 
 /// CE1. Every child (observed with its parent, or created by a successful
 /// delegation) has a ceiling at most its parent's, on every axis.
-pub(super) fn ce1(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    let mut within = WithinBounds::default();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Ce1 {
+    reported: BTreeSet<String>,
+    within: WithinBounds,
+}
+
+impl Checker for Ce1 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         let mut pairs: Vec<(&str, &Authority, &str, &Authority)> = Vec::new();
         for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
             if let (Some(child), Some(parent), Some(effective)) = (
@@ -67,8 +76,11 @@ pub(super) fn ce1(run: &Run) -> Vec<Violation> {
             }
         }
         for (child, ceiling, parent, parent_ceiling) in pairs {
-            let axes = within.axes_exceeding((child, ceiling), (parent, parent_ceiling));
-            if !axes.is_empty() && reported.insert(child) {
+            let axes = self
+                .within
+                .axes_exceeding((child, ceiling), (parent, parent_ceiling));
+            if !axes.is_empty() && !self.reported.contains(child) {
+                self.reported.insert(child.to_string());
                 out.push(violation(
                     InvariantId::CE1,
                     entry.step,
@@ -77,18 +89,20 @@ pub(super) fn ce1(run: &Run) -> Vec<Violation> {
                 ));
             }
         }
-    });
-    out
+    }
 }
 
 /// CE2. An instance's ceiling never changes between observations (restarts
 /// included); every instance is below every ancestor, not only its parent;
 /// and a resumed or forked instance answers an authority at most the sealed one.
-pub(super) fn ce2(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    let mut within = WithinBounds::default();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Ce2 {
+    reported: BTreeSet<(String, &'static str)>,
+    within: WithinBounds,
+}
+
+impl Checker for Ce2 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         if let Some((Action::Resume { instance } | Action::Fork { instance }, result)) =
             ok_result(entry)
             && let (Some(effective), Some(sealed)) =
@@ -96,27 +110,25 @@ pub(super) fn ce2(run: &Run) -> Vec<Violation> {
             && !effective.leq(sealed)
         {
             out.push(violation(
-                InvariantId::CE2,
-                entry.step,
-                format!("resume or fork of `{instance}` answered an authority above its sealed ceiling on {:?}", effective.axes_exceeding(sealed)),
-                json!({"sealed": sealed, "effective": effective}),
-            ));
+                    InvariantId::CE2,
+                    entry.step,
+                    format!("resume or fork of `{instance}` answered an authority above its sealed ceiling on {:?}", effective.axes_exceeding(sealed)),
+                    json!({"sealed": sealed, "effective": effective}),
+                ));
         }
         let Some(observed) = observed_of(entry) else {
             return;
         };
         for instance in &observed.instances {
-            let sealed = facts
-                .ceiling(instance.id.as_str())
-                .or_else(|| {
-                    creation_attempt(entry)
-                        .into_iter()
-                        .filter(|c| c.created() == Some(instance.id.as_str()))
-                        .find_map(|c| c.result.effective.as_ref())
-                });
+            let sealed = facts.ceiling(instance.id.as_str()).or_else(|| {
+                creation_attempt(entry)
+                    .into_iter()
+                    .filter(|c| c.created() == Some(instance.id.as_str()))
+                    .find_map(|c| c.result.effective.as_ref())
+            });
             if let Some(sealed) = sealed
                 && instance.ceiling != *sealed
-                && reported.insert((instance.id.as_str(), "changed"))
+                && self.reported.insert((instance.id.clone(), "changed"))
             {
                 out.push(violation(
                     InvariantId::CE2,
@@ -150,31 +162,34 @@ pub(super) fn ce2(run: &Run) -> Vec<Violation> {
                     .map(|i| &i.ceiling)
                     .or_else(|| facts.ceiling(id));
                 if let Some(ceiling) = ceiling {
-                    let axes = within
+                    let axes = self
+                        .within
                         .axes_exceeding((&instance.id, &instance.ceiling), (id, ceiling));
-                    if !axes.is_empty() && reported.insert((instance.id.as_str(), "ancestor")) {
+                    if !axes.is_empty() && self.reported.insert((instance.id.clone(), "ancestor")) {
                         out.push(violation(
-                            InvariantId::CE2,
-                            entry.step,
-                            format!("`{}` exceeds the ceiling of its ancestor `{id}` on {axes:?}", instance.id),
-                            json!({"instance": instance.ceiling, "ancestor": ceiling, "axes": axes}),
-                        ));
+                                InvariantId::CE2,
+                                entry.step,
+                                format!("`{}` exceeds the ceiling of its ancestor `{id}` on {axes:?}", instance.id),
+                                json!({"instance": instance.ceiling, "ancestor": ceiling, "axes": axes}),
+                            ));
                     }
                 }
                 ancestor = parent_of(id);
             }
         }
-    });
-    out
+    }
 }
 
 /// CE3. A child's ceiling (and a record's effective authority) stays within
 /// every axis its delegation requested and within its role's default from
 /// the configuration: a narrower role default or request wins.
-pub(super) fn ce3(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Ce3 {
+    reported: BTreeSet<(String, &'static str)>,
+}
+
+impl Checker for Ce3 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         let Some(observed) = observed_of(entry) else {
             return;
         };
@@ -207,7 +222,7 @@ pub(super) fn ce3(run: &Run) -> Vec<Violation> {
         }
         for (subject, authority, bound, what) in checks {
             let axes = axes_above_request(authority, bound);
-            if !axes.is_empty() && reported.insert((subject.clone(), what)) {
+            if !axes.is_empty() && self.reported.insert((subject.clone(), what)) {
                 out.push(violation(
                     InvariantId::CE3,
                     entry.step,
@@ -216,16 +231,18 @@ pub(super) fn ce3(run: &Run) -> Vec<Violation> {
                 ));
             }
         }
-    });
-    out
+    }
 }
 
 /// CE4. In strict mode no delegation creates, and no observation shows, a
 /// child with a full-access sandbox.
-pub(super) fn ce4(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Ce4 {
+    reported: BTreeSet<String>,
+}
+
+impl Checker for Ce4 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         if !facts.strict_mode() {
             return;
         }
@@ -244,62 +261,17 @@ pub(super) fn ce4(run: &Run) -> Vec<Violation> {
             );
         }
         for (child, sandbox) in children {
-            if sandbox.is_full_access() && reported.insert(child) {
+            if sandbox.is_full_access() && !self.reported.contains(child) {
+                self.reported.insert(child.to_string());
                 out.push(violation(
-                    InvariantId::CE4,
-                    entry.step,
-                    format!("child `{child}` runs with full access in strict mode; expected the request refused"),
-                    json!({"instance": child, "sandbox": sandbox}),
-                ));
+                        InvariantId::CE4,
+                        entry.step,
+                        format!("child `{child}` runs with full access in strict mode; expected the request refused"),
+                        json!({"instance": child, "sandbox": sandbox}),
+                    ));
             }
         }
-    });
-    out
-}
-
-/// An issued task capability, as the harness asked for it.
-pub(super) struct Capability<'h> {
-    pub(super) id: &'h str,
-    pub(super) task: &'h str,
-    pub(super) agent: &'h str,
-    pub(super) tools: &'h [String],
-    pub(super) expires_at: Millis,
-    pub(super) issued_at_step: usize,
-    /// The host generated the secret and may show it once, in the issuing answer.
-    pub(super) host_generated: bool,
-}
-
-pub(super) fn capabilities(history: &[HistoryEntry]) -> BTreeMap<&str, Capability<'_>> {
-    let mut by_secret = BTreeMap::new();
-    for entry in history {
-        if let Some((
-            Action::IssueCapability {
-                task,
-                agent,
-                tools,
-                expires_at,
-                secret,
-            },
-            result,
-        )) = ok_result(entry)
-            && let Some(token) = &result.capability
-            && let Some(chosen) = secret.as_deref().or(token.secret.as_deref())
-        {
-            by_secret.insert(
-                chosen,
-                Capability {
-                    id: &token.id,
-                    task,
-                    agent,
-                    tools,
-                    expires_at: *expires_at,
-                    issued_at_step: entry.step,
-                    host_generated: secret.is_none(),
-                },
-            );
-        }
     }
-    by_secret
 }
 
 /// One capability call, with what it presented.
@@ -355,57 +327,52 @@ pub(super) fn refuse_capability_call(
 /// that tool is on the allowlist of a capability the host issued: any other
 /// handler call in its step is a violation, and a refusal of a tool outside
 /// the allowlist or of an unknown credential says `capability_denied`.
-pub(super) fn ce5(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let issued = capabilities(history);
-    for entry in history {
-        let Some(call) = capability_call(entry) else {
-            continue;
-        };
-        let allowlisted = issued
-            .get(call.secret)
-            .filter(|c| c.issued_at_step < entry.step)
-            .is_some_and(|c| c.tools.iter().any(|t| t == call.tool));
-        for handler in &entry.evidence.handler_calls {
-            if handler.tool != call.tool || !allowlisted {
-                out.push(violation(
-                    InvariantId::CE5,
-                    entry.step,
-                    format!("capability call naming `{}` made the tool server run `{}`; a bounded credential reaches only its allowlisted tool", call.tool, handler.tool),
-                    json!({"named": call.tool, "ran": handler, "allowlisted": allowlisted}),
-                ));
-            }
-        }
-        if let Some(result) = call.result
-            && !allowlisted
-            && !result.is_ok()
-            && !refused_as(result.reason, DenyReason::CapabilityDenied)
-        {
+pub(super) fn ce5(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some(call) = capability_call(entry) else {
+        return;
+    };
+    let allowlisted = facts
+        .capability(call.secret, entry.step)
+        .is_some_and(|c| c.tools.iter().any(|t| t == call.tool));
+    for handler in &entry.evidence.handler_calls {
+        if handler.tool != call.tool || !allowlisted {
             out.push(violation(
                 InvariantId::CE5,
                 entry.step,
-                format!("capability call of `{}` outside the allowlist was refused with {:?}; expected capability_denied", call.tool, result.reason),
-                json!({"result": result}),
+                format!("capability call naming `{}` made the tool server run `{}`; a bounded credential reaches only its allowlisted tool", call.tool, handler.tool),
+                json!({"named": call.tool, "ran": handler, "allowlisted": allowlisted}),
             ));
         }
     }
-    out
+    if let Some(result) = call.result
+        && !allowlisted
+        && !result.is_ok()
+        && !refused_as(result.reason, DenyReason::CapabilityDenied)
+    {
+        out.push(violation(
+            InvariantId::CE5,
+            entry.step,
+            format!("capability call of `{}` outside the allowlist was refused with {:?}; expected capability_denied", call.tool, result.reason),
+            json!({"result": result}),
+        ));
+    }
 }
 
 /// CE6. Every allowed delegation record (transition `delegate`, `consume` or
 /// `spawn`, with a child) records both the requested and the effective authority.
-pub(super) fn ce6(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    for entry in history {
+#[derive(Default)]
+pub(super) struct Ce6 {
+    reported: BTreeSet<u64>,
+}
+
+impl Checker for Ce6 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         for record in observed_of(entry).iter().flat_map(|o| &o.records) {
             let delegation = matches!(record.transition.as_str(), "delegate" | "consume" | "spawn");
             if delegation
                 && record.allowed
                 && (record.requested.is_none() || record.effective.is_none())
-                && reported.insert(record.seq)
+                && self.reported.insert(record.seq)
             {
                 out.push(violation(
                     InvariantId::CE6,
@@ -421,5 +388,4 @@ pub(super) fn ce6(run: &Run) -> Vec<Violation> {
             }
         }
     }
-    out
 }

@@ -10,62 +10,60 @@ pub(super) fn is_settled(state: LifecycleState) -> bool {
 /// on its deadline only when the clock has reached it and the instance was
 /// not already completed or terminal; it wakes on an event only when the
 /// instance is then completed or terminal.
-pub(super) fn lw1(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    run.walk(|facts, entry| {
-        let Some((Action::Wait { instance, deadline }, result)) = action_of(entry) else {
-            return;
-        };
-        let requests = entry.evidence.total_model_requests();
-        if requests > 0 {
-            out.push(violation(
-                InvariantId::LW1,
-                entry.step,
-                format!("waiting on `{instance}` made {requests} model request(s); a wait blocks on host events only"),
-                json!({"model_requests": entry.evidence.model_requests}),
-            ));
-        }
-        let before = facts.state(instance.as_str());
-        let after = observed_of(entry)
-            .and_then(|o| o.instance(instance))
-            .map(|i| i.state)
-            .or(before);
-        match result.and_then(|r| r.woke) {
-            Some(WakeReason::Deadline) if facts.now < *deadline => out.push(violation(
-                InvariantId::LW1,
-                entry.step,
-                format!("wait on `{instance}` woke on its deadline {deadline} while the clock read {}", facts.now),
-                json!({"now": facts.now, "deadline": deadline}),
-            )),
-            Some(WakeReason::Deadline) if before.is_some_and(is_settled) => out.push(violation(
-                InvariantId::LW1,
-                entry.step,
-                format!("wait on `{instance}` reported its deadline although the instance was already {before:?}; expected an event wake"),
-                json!({"state": before}),
-            )),
-            Some(WakeReason::Event) if !after.is_some_and(is_settled) => out.push(violation(
-                InvariantId::LW1,
-                entry.step,
-                format!("wait on `{instance}` woke on an event while the instance is {after:?}; expected completed or terminal"),
-                json!({"state": after}),
-            )),
-            _ => {}
-        }
-    });
-    out
+pub(super) fn lw1(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some((Action::Wait { instance, deadline }, result)) = action_of(entry) else {
+        return;
+    };
+    let requests = entry.evidence.total_model_requests();
+    if requests > 0 {
+        out.push(violation(
+            InvariantId::LW1,
+            entry.step,
+            format!("waiting on `{instance}` made {requests} model request(s); a wait blocks on host events only"),
+            json!({"model_requests": entry.evidence.model_requests}),
+        ));
+    }
+    let before = facts.state(instance.as_str());
+    let after = observed_of(entry)
+        .and_then(|o| o.instance(instance))
+        .map(|i| i.state)
+        .or(before);
+    match result.and_then(|r| r.woke) {
+        Some(WakeReason::Deadline) if facts.now < *deadline => out.push(violation(
+            InvariantId::LW1,
+            entry.step,
+            format!("wait on `{instance}` woke on its deadline {deadline} while the clock read {}", facts.now),
+            json!({"now": facts.now, "deadline": deadline}),
+        )),
+        Some(WakeReason::Deadline) if before.is_some_and(is_settled) => out.push(violation(
+            InvariantId::LW1,
+            entry.step,
+            format!("wait on `{instance}` reported its deadline although the instance was already {before:?}; expected an event wake"),
+            json!({"state": before}),
+        )),
+        Some(WakeReason::Event) if !after.is_some_and(is_settled) => out.push(violation(
+            InvariantId::LW1,
+            entry.step,
+            format!("wait on `{instance}` woke on an event while the instance is {after:?}; expected completed or terminal"),
+            json!({"state": after}),
+        )),
+        _ => {}
+    }
 }
 
 /// LW2. Between consecutive observations (restarts included) every
 /// instance's state change is an allowed transition; and a delivery of an
 /// event id already delivered successfully is refused with `event_replayed`.
-pub(super) fn lw2(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut delivered: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut previous: Option<&Observed> = None;
-    for entry in history {
+#[derive(Default)]
+pub(super) struct Lw2 {
+    /// Each event id delivered successfully, and the step it was.
+    delivered: BTreeMap<String, usize>,
+}
+
+impl Checker for Lw2 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         if let Some((Action::DeliverEvent { event, .. }, result)) = action_of(entry) {
-            if let Some(first) = delivered.get(event.as_str()) {
+            if let Some(first) = self.delivered.get(event.as_str()) {
                 let answer = result.map(|r| (r.outcome, r.reason));
                 if answer.is_some_and(|(o, r)| {
                     o == Outcome::Ok || !refused_as(r, DenyReason::EventReplayed)
@@ -78,12 +76,12 @@ pub(super) fn lw2(run: &Run) -> Vec<Violation> {
                     ));
                 }
             } else if succeeded(entry) {
-                delivered.insert(event, entry.step);
+                self.delivered.insert(event.clone(), entry.step);
             }
         }
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
-                if let Some(before) = previous.and_then(|p| p.instance(&instance.id))
+                if let Some(before) = facts.last_observed.and_then(|p| p.instance(&instance.id))
                     && !before.state.may_become(instance.state)
                 {
                     out.push(violation(
@@ -94,8 +92,6 @@ pub(super) fn lw2(run: &Run) -> Vec<Violation> {
                     ));
                 }
             }
-            previous = Some(observed);
         }
     }
-    out
 }

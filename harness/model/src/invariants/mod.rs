@@ -14,8 +14,11 @@
 //! - The arguments digest of a call is [`digest_value`] of its arguments.
 //! - The sealed ceiling of an instance is the first authority seen for it: the
 //!   `effective` of the result that created it, or its first observed ceiling.
+//!
+//! The checkers take in each entry once ([`Checking`]): what a verdict needs
+//! from earlier entries is remembered, either in the facts every checker
+//! shares or in the checker's own state, never re-read from the history.
 
-use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -66,7 +69,7 @@ pub struct Violation {
 
 /// Checks one invariant over a whole history.
 pub fn check(id: InvariantId, history: &[HistoryEntry]) -> Vec<Violation> {
-    checker(id)(&Run::new(history))
+    check_ids(&[id], history)
 }
 
 /// Checks every invariant of the catalogue.
@@ -74,66 +77,137 @@ pub fn check_all(history: &[HistoryEntry]) -> Vec<Violation> {
     check_ids(InvariantId::ALL, history)
 }
 
-/// Checks the named invariants, in the order given.
-///
-/// The checkers share one [`Run`]: what they need to know about earlier
-/// entries is learnt from the history once, not once per checker.
+/// Checks the named invariants over a whole history: the violations of the
+/// first id, then those of the second, and so on.
 pub fn check_ids(ids: &[InvariantId], history: &[HistoryEntry]) -> Vec<Violation> {
-    let run = Run::new(history);
-    ids.iter().flat_map(|id| checker(*id)(&run)).collect()
+    let mut checking = Checking::new(ids);
+    let mut violations = checking.take_new(history);
+    // Stable: within one invariant the violations stay in the order they became visible.
+    violations.sort_by_key(|v| ids.iter().position(|id| *id == v.id));
+    violations
 }
 
-type Checker = fn(&Run) -> Vec<Violation>;
+/// The checkers of a run, taking in each entry of its history once: what
+/// they must remember of earlier entries they keep, so that checking a run
+/// costs time linear in its length however often it is asked.
+///
+/// The history is append-only: [`Checking::take_new`] reads the entries
+/// added since it was last called, and an entry must not change once taken.
+pub struct Checking {
+    checkers: Vec<Box<dyn Checker>>,
+    learned: Learned,
+    taken: usize,
+}
+
+impl Checking {
+    /// Checkers for the named invariants, before any entry.
+    pub fn new(ids: &[InvariantId]) -> Checking {
+        Checking {
+            checkers: ids.iter().map(|id| checker(*id)).collect(),
+            learned: Learned::default(),
+            taken: 0,
+        }
+    }
+
+    /// Takes in the entries of `history` not taken yet and returns the
+    /// violations they made visible, each once (one an earlier step caused
+    /// names that step).
+    pub fn take_new(&mut self, history: &[HistoryEntry]) -> Vec<Violation> {
+        assert!(
+            self.taken <= history.len(),
+            "the history shrank from {} to {} entries; it is append-only",
+            self.taken,
+            history.len()
+        );
+        let mut out = Vec::new();
+        for index in self.taken..history.len() {
+            let entry = &history[index];
+            let facts = self.learned.facts(&history[..index]);
+            for checker in &mut self.checkers {
+                checker.take(&facts, entry, &mut out);
+            }
+            self.learned.learn(index, entry);
+        }
+        self.taken = history.len();
+        out
+    }
+
+    /// How many entries have been taken in.
+    pub fn taken(&self) -> usize {
+        self.taken
+    }
+}
+
+/// One invariant's checker: takes in each entry once, with the facts known
+/// before it, and remembers what later entries are judged against.
+trait Checker: Send {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>);
+}
+
+/// A checker that needs nothing but the facts and the entry.
+impl<F: FnMut(&Facts, &HistoryEntry, &mut Vec<Violation>) + Send> Checker for F {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        self(facts, entry, out)
+    }
+}
 
 /// The table from id to checker; exhaustive, so a new id cannot go unchecked.
-fn checker(id: InvariantId) -> Checker {
+fn checker(id: InvariantId) -> Box<dyn Checker> {
     use InvariantId::*;
     match id {
-        ZC1 => zc1,
-        ZC2 => zc2,
-        ZC3 => zc3,
-        TR1 => tr1,
-        TR2 => tr2,
-        TR3 => tr3,
-        TR4 => tr4,
-        SD1 => sd1,
-        SD2 => sd2,
-        SD3 => sd3,
-        SD4 => sd4,
-        SD5 => sd5,
-        PG1 => pg1,
-        PG2 => pg2,
-        PG3 => pg3,
-        PG4 => pg4,
-        PG5 => pg5,
-        PG6 => pg6,
-        CE1 => ce1,
-        CE2 => ce2,
-        CE3 => ce3,
-        CE4 => ce4,
-        CE5 => ce5,
-        CE6 => ce6,
-        RC1 => rc1,
-        RC2 => rc2,
-        RC3 => rc3,
-        RC4 => rc4,
-        EA1 => ea1,
-        EA2 => |run| ea_forbidden_child(InvariantId::EA2, run),
-        EA3 => ea3,
-        EA4 => |run| ea_forbidden_child(InvariantId::EA4, run),
-        EA5 => ea5,
-        LW1 => lw1,
-        LW2 => lw2,
-        TC1 => tc1,
-        TC2 => tc2,
-        TC3 => tc3,
-        TC4 => tc4,
-        TC5 => tc5,
-        RS1 => rs1,
-        RS2 => rs2,
-        RS3 => rs3,
-        AR1 => ar1,
-        AR2 => ar2,
+        ZC1 => Box::new(Zc1::default()),
+        ZC2 => Box::new(zc2),
+        ZC3 => Box::new(zc3),
+        TR1 => Box::new(tr1),
+        TR2 => Box::new(tr2),
+        TR3 => Box::new(tr3),
+        TR4 => Box::new(Tr4::default()),
+        SD1 => Box::new(Sd1::default()),
+        SD2 => Box::new(sd2),
+        SD3 => Box::new(sd3),
+        SD4 => Box::new(sd4),
+        SD5 => Box::new(sd5),
+        PG1 => Box::new(Pg1::default()),
+        PG2 => Box::new(Pg2::default()),
+        PG3 => Box::new(Pg3::default()),
+        PG4 => Box::new(Pg4::default()),
+        PG5 => Box::new(Pg5::default()),
+        PG6 => Box::new(Pg6::default()),
+        CE1 => Box::new(Ce1::default()),
+        CE2 => Box::new(Ce2::default()),
+        CE3 => Box::new(Ce3::default()),
+        CE4 => Box::new(Ce4::default()),
+        CE5 => Box::new(ce5),
+        CE6 => Box::new(Ce6::default()),
+        RC1 => Box::new(Rc1::default()),
+        RC2 => Box::new(rc2),
+        RC3 => Box::new(rc3),
+        RC4 => Box::new(Rc4::default()),
+        EA1 => Box::new(ea1),
+        EA2 => Box::new(
+            |facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>| {
+                ea_forbidden_child(InvariantId::EA2, facts, entry, out)
+            },
+        ),
+        EA3 => Box::new(ea3),
+        EA4 => Box::new(
+            |facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>| {
+                ea_forbidden_child(InvariantId::EA4, facts, entry, out)
+            },
+        ),
+        EA5 => Box::new(Ea5::default()),
+        LW1 => Box::new(lw1),
+        LW2 => Box::new(Lw2::default()),
+        TC1 => Box::new(tc1),
+        TC2 => Box::new(tc2),
+        TC3 => Box::new(tc3),
+        TC4 => Box::new(tc4),
+        TC5 => Box::new(Tc5::default()),
+        RS1 => Box::new(Rs1::default()),
+        RS2 => Box::new(Rs2::default()),
+        RS3 => Box::new(Rs3::default()),
+        AR1 => Box::new(Ar1::default()),
+        AR2 => Box::new(Ar2::default()),
     }
 }
 
@@ -369,105 +443,194 @@ fn tool_call_in(entry: &HistoryEntry) -> Option<ToolCallSeen<'_>> {
     }
 }
 
-/// What the history says about one instance, each fact with the index of
-/// the entry it was learnt from, so that it can be asked "as known before entry i".
+/// What the history says about one instance, as known so far.
 #[derive(Default)]
-struct InstanceFacts<'h> {
-    /// Index and step of the first entry that showed the instance.
-    first_seen: Option<(usize, usize)>,
-    /// Every lifecycle state learnt, in order; the latest before an entry counts.
-    states: Vec<(usize, LifecycleState)>,
+struct InstanceFacts {
+    /// The step of the first entry that showed the instance.
+    first_seen: Option<usize>,
+    /// The latest lifecycle state learnt.
+    state: Option<LifecycleState>,
     /// The first terminal state the instance was seen in.
-    terminal: Option<(usize, LifecycleState)>,
+    terminal: Option<LifecycleState>,
     /// The sealed ceiling: the first authority seen for it.
-    ceiling: Option<(usize, &'h Authority)>,
-    parents: Vec<(usize, &'h str)>,
-    risks: Vec<(usize, &'h str)>,
+    ceiling: Option<Authority>,
+    parent: Option<String>,
+    risk: Option<String>,
 }
 
-impl InstanceFacts<'_> {
-    fn see(&mut self, index: usize, step: usize) {
-        self.first_seen.get_or_insert((index, step));
+impl InstanceFacts {
+    fn see(&mut self, step: usize) {
+        self.first_seen.get_or_insert(step);
     }
 
-    fn set_state(&mut self, index: usize, state: LifecycleState) {
-        self.states.push((index, state));
+    fn set_state(&mut self, state: LifecycleState) {
+        self.state = Some(state);
         if state.is_terminal() {
-            self.terminal.get_or_insert((index, state));
+            self.terminal.get_or_insert(state);
+        }
+    }
+
+    fn seal(&mut self, ceiling: &Authority) {
+        if self.ceiling.is_none() {
+            self.ceiling = Some(ceiling.clone());
         }
     }
 }
 
-/// The latest value learnt before entry `index`.
-fn latest_before<T: Copy>(timeline: &[(usize, T)], index: usize) -> Option<T> {
-    let known = timeline.partition_point(|(at, _)| *at < index);
-    known.checked_sub(1).map(|last| timeline[last].1)
+/// Replaces `slot` with `value` unless it already holds it: observations
+/// repeat the same parent and risk at every step, and comparing costs no allocation.
+fn set_text(slot: &mut Option<String>, value: &str) {
+    if slot.as_deref() != Some(value) {
+        *slot = Some(value.to_string());
+    }
 }
 
-fn learnt_before<T: Copy>(fact: Option<(usize, T)>, index: usize) -> Option<T> {
-    fact.filter(|(at, _)| *at < index).map(|(_, value)| value)
+/// A task capability the host issued, as the harness asked for it.
+#[derive(Clone)]
+struct Capability {
+    id: String,
+    task: String,
+    agent: String,
+    tools: Vec<String>,
+    expires_at: Millis,
+    issued_at_step: usize,
+    /// The host generated the secret and may show it once, in the issuing answer.
+    host_generated: bool,
 }
 
-/// Run-wide settings as they stood before an entry.
-#[derive(Clone, Copy, Default)]
-struct Settings<'h> {
+/// The capability an entry issued, under the secret that names it.
+fn capability_issued(entry: &HistoryEntry) -> Option<(&str, Capability)> {
+    let (
+        Action::IssueCapability {
+            task,
+            agent,
+            tools,
+            expires_at,
+            secret,
+        },
+        result,
+    ) = ok_result(entry)?
+    else {
+        return None;
+    };
+    let token = result.capability.as_ref()?;
+    let chosen = secret.as_deref().or(token.secret.as_deref())?;
+    Some((
+        chosen,
+        Capability {
+            id: token.id.clone(),
+            task: task.clone(),
+            agent: agent.clone(),
+            tools: tools.clone(),
+            expires_at: *expires_at,
+            issued_at_step: entry.step,
+            host_generated: secret.is_none(),
+        },
+    ))
+}
+
+/// A receipt the host issued, with what it was prepared for.
+struct Issued {
+    receipt: Receipt,
+    parent: String,
+    request: SpawnRequest,
+    step: usize,
+    authorizer_calls: u64,
+    /// The authorizer's scripted behaviour when the receipt was prepared.
+    script: Option<AuthorizerBehaviour>,
+}
+
+/// A tool change announced by the harness, for the drift checkers.
+struct Drift {
+    step: usize,
+    change: WorldChange,
+}
+
+/// Everything the checkers need to know about earlier entries, learnt once
+/// per entry and shared by all of them: every checker that needs "what was
+/// known before this step" asks it here instead of remembering it itself.
+#[derive(Default)]
+struct Learned {
+    instances: BTreeMap<String, InstanceFacts>,
     now: Millis,
-    config: Option<&'h Configuration>,
+    config: Option<Configuration>,
     auto_approve: bool,
-    last_observed: Option<&'h Observed>,
+    /// The index of the latest entry with an observation.
+    last_observed: Option<usize>,
+    /// The authorizer's scripted behaviour in force.
+    authorizer_script: Option<AuthorizerBehaviour>,
+    /// Receipts issued, by id; the first issue of an id counts.
+    receipts: BTreeMap<String, Issued>,
+    /// Capabilities issued, by secret; the latest issue of a secret counts.
+    capabilities: BTreeMap<String, Capability>,
+    /// Successful revocations of capabilities, by id: the step of the first.
+    revoked_capabilities: BTreeMap<String, usize>,
+    drifts: Vec<Drift>,
 }
 
-/// Everything the checkers need to know about earlier entries, learnt in one
-/// walk over the history and shared by all of them: every checker that
-/// needs "what was known before this step" asks it here instead of
-/// re-learning the history itself.
-struct Learned<'h> {
-    instances: BTreeMap<&'h str, InstanceFacts<'h>>,
-    /// `settings[i]`: in force before entry `i`.
-    settings: Vec<Settings<'h>>,
-}
-
-impl<'h> Learned<'h> {
-    fn new(history: &'h [HistoryEntry]) -> Learned<'h> {
-        let mut learned = Learned {
-            instances: BTreeMap::new(),
-            settings: Vec::with_capacity(history.len() + 1),
-        };
-        let mut settings = Settings::default();
-        for (index, entry) in history.iter().enumerate() {
-            learned.settings.push(settings);
-            learned.learn(index, entry, &mut settings);
+impl Learned {
+    fn instance(&mut self, id: &str) -> &mut InstanceFacts {
+        if !self.instances.contains_key(id) {
+            self.instances
+                .insert(id.to_string(), InstanceFacts::default());
         }
-        learned.settings.push(settings);
-        learned
+        self.instances.get_mut(id).expect("inserted above")
     }
 
-    fn instance(&mut self, id: &'h str) -> &mut InstanceFacts<'h> {
-        self.instances.entry(id).or_default()
+    /// The facts known before the entry that follows `before`.
+    fn facts<'a>(&'a self, before: &'a [HistoryEntry]) -> Facts<'a> {
+        Facts {
+            now: self.now,
+            config: self.config.as_ref(),
+            auto_approve: self.auto_approve,
+            last_observed: self.last_observed.and_then(|i| observed_of(&before[i])),
+            last_observed_at: self.last_observed,
+            before,
+            learned: self,
+        }
     }
 
-    fn set_state(&mut self, index: usize, instance: &'h str, state: LifecycleState) {
-        self.instance(instance).set_state(index, state);
-    }
-
-    fn learn(&mut self, index: usize, entry: &'h HistoryEntry, settings: &mut Settings<'h>) {
+    fn learn(&mut self, index: usize, entry: &HistoryEntry) {
         if let Some((action, Some(result))) = action_of(entry) {
             if result.is_ok() {
                 match action {
                     Action::Configure(c) => {
-                        settings.config = Some(c);
-                        settings.auto_approve = c.auto_approve;
+                        self.config = Some(c.clone());
+                        self.auto_approve = c.auto_approve;
                     }
-                    Action::SetAutoApprove { enabled } => settings.auto_approve = *enabled,
-                    Action::SetClock { now } => settings.now = *now,
+                    Action::SetAutoApprove { enabled } => self.auto_approve = *enabled,
+                    Action::SetClock { now } => self.now = *now,
                     Action::Close { instance } => {
-                        self.set_state(index, instance, LifecycleState::Closed)
+                        self.instance(instance).set_state(LifecycleState::Closed)
                     }
                     Action::Cancel { instance } => {
-                        self.set_state(index, instance, LifecycleState::Cancelled)
+                        self.instance(instance).set_state(LifecycleState::Cancelled)
                     }
                     Action::Fail { instance } => {
-                        self.set_state(index, instance, LifecycleState::Failed)
+                        self.instance(instance).set_state(LifecycleState::Failed)
+                    }
+                    Action::PrepareReceipt {
+                        parent, request, ..
+                    } => {
+                        if let Some(receipt) = &result.receipt
+                            && !self.receipts.contains_key(&receipt.id)
+                        {
+                            let issued = Issued {
+                                receipt: receipt.clone(),
+                                parent: parent.clone(),
+                                request: request.clone(),
+                                step: entry.step,
+                                authorizer_calls: entry.evidence.authorizer_calls,
+                                script: self.authorizer_script.clone(),
+                            };
+                            self.receipts.insert(receipt.id.clone(), issued);
+                        }
+                    }
+                    Action::RevokeCapability { capability } => {
+                        if !self.revoked_capabilities.contains_key(capability) {
+                            self.revoked_capabilities
+                                .insert(capability.clone(), entry.step);
+                        }
                     }
                     _ => {}
                 }
@@ -475,65 +638,83 @@ impl<'h> Learned<'h> {
             if let Action::Turn { instance, .. } = action {
                 match &result.turn {
                     Some(TurnReport::Message { .. }) if result.is_ok() => {
-                        self.set_state(index, instance, LifecycleState::Completed)
+                        self.instance(instance).set_state(LifecycleState::Completed)
                     }
                     Some(TurnReport::ModelFailed { .. }) => {
-                        self.set_state(index, instance, LifecycleState::Failed)
+                        self.instance(instance).set_state(LifecycleState::Failed)
                     }
                     _ => {}
                 }
             }
         }
+        if let Some((secret, capability)) = capability_issued(entry) {
+            self.capabilities.insert(secret.to_string(), capability);
+        }
+        if let Some(change) = world_change(entry) {
+            if let WorldChange::AuthorizerScripted { behaviour } = change {
+                self.authorizer_script = Some(behaviour.clone());
+            }
+            self.drifts.push(Drift {
+                step: entry.step,
+                change: change.clone(),
+            });
+        }
         if let Some(creation) = creation_attempt(entry) {
             if let Some(id) = creation.created() {
                 let facts = self.instance(id);
-                facts.see(index, entry.step);
+                facts.see(entry.step);
                 if let Some(effective) = &creation.result.effective {
-                    facts.ceiling.get_or_insert((index, effective));
+                    facts.seal(effective);
                 }
                 if let (Some(from), true) = (creation.from, creation.is_delegation()) {
-                    facts.parents.push((index, from));
+                    set_text(&mut facts.parent, from);
                 }
             }
         }
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
                 let facts = self.instance(&instance.id);
-                facts.see(index, entry.step);
-                facts.set_state(index, instance.state);
-                facts.ceiling.get_or_insert((index, &instance.ceiling));
+                facts.see(entry.step);
+                facts.set_state(instance.state);
+                facts.seal(&instance.ceiling);
                 if let Some(parent) = &instance.parent {
-                    facts.parents.push((index, parent));
+                    set_text(&mut facts.parent, parent);
                 }
                 if let Some(risk) = &instance.risk {
-                    facts.risks.push((index, risk));
+                    set_text(&mut facts.risk, risk);
                 }
             }
-            settings.last_observed = Some(observed);
+            self.last_observed = Some(index);
         }
     }
 }
 
-/// What is known before a step, from every earlier entry: a view of
-/// [`Learned`] at one entry.
-struct Facts<'a, 'h> {
+/// What is known before an entry, from every earlier one: a view of [`Learned`].
+struct Facts<'a> {
     now: Millis,
-    config: Option<&'h Configuration>,
+    config: Option<&'a Configuration>,
     auto_approve: bool,
-    last_observed: Option<&'h Observed>,
-    learned: &'a Learned<'h>,
-    /// The entry the facts are known before.
-    index: usize,
+    last_observed: Option<&'a Observed>,
+    /// The index of the entry `last_observed` is from.
+    last_observed_at: Option<usize>,
+    /// The entries before the one judged.
+    before: &'a [HistoryEntry],
+    learned: &'a Learned,
 }
 
-impl<'a, 'h> Facts<'a, 'h> {
-    fn of(&self, instance: &str) -> Option<&'a InstanceFacts<'h>> {
+impl<'a> Facts<'a> {
+    /// The observation of an earlier entry, by index.
+    fn observed_at(&self, index: usize) -> Option<&'a Observed> {
+        self.before.get(index).and_then(observed_of)
+    }
+
+    fn of(&self, instance: &str) -> Option<&'a InstanceFacts> {
         self.learned.instances.get(instance)
     }
 
     /// The step at which the instance was first seen.
     fn first_seen(&self, instance: &str) -> Option<usize> {
-        learnt_before(self.of(instance)?.first_seen, self.index)
+        self.of(instance)?.first_seen
     }
 
     fn knows(&self, instance: &str) -> bool {
@@ -542,33 +723,33 @@ impl<'a, 'h> Facts<'a, 'h> {
 
     /// Latest known lifecycle state.
     fn state(&self, instance: &str) -> Option<LifecycleState> {
-        latest_before(&self.of(instance)?.states, self.index)
+        self.of(instance)?.state
     }
 
     /// The first terminal state the instance was seen in.
     fn terminal(&self, instance: &str) -> Option<LifecycleState> {
-        learnt_before(self.of(instance)?.terminal, self.index)
+        self.of(instance)?.terminal
     }
 
     /// The sealed ceiling: the first authority seen for the instance.
-    fn ceiling(&self, instance: &str) -> Option<&'h Authority> {
-        learnt_before(self.of(instance)?.ceiling, self.index)
+    fn ceiling(&self, instance: &str) -> Option<&'a Authority> {
+        self.of(instance)?.ceiling.as_ref()
     }
 
     /// Every sealed ceiling known.
-    fn ceilings(&self) -> impl Iterator<Item = &'h Authority> + '_ {
+    fn ceilings(&self) -> impl Iterator<Item = &'a Authority> + 'a {
         self.learned
             .instances
             .values()
-            .filter_map(|facts| learnt_before(facts.ceiling, self.index))
+            .filter_map(|facts| facts.ceiling.as_ref())
     }
 
-    fn parent(&self, instance: &str) -> Option<&'h str> {
-        latest_before(&self.of(instance)?.parents, self.index)
+    fn parent(&self, instance: &str) -> Option<&'a str> {
+        self.of(instance)?.parent.as_deref()
     }
 
-    fn risk(&self, instance: &str) -> Option<&'h str> {
-        latest_before(&self.of(instance)?.risks, self.index)
+    fn risk(&self, instance: &str) -> Option<&'a str> {
+        self.of(instance)?.risk.as_deref()
     }
 
     fn strict_mode(&self) -> bool {
@@ -578,52 +759,53 @@ impl<'a, 'h> Facts<'a, 'h> {
     fn authorizer_required(&self) -> bool {
         self.config.is_some_and(|c| c.authorizer_required)
     }
-}
 
-/// A history with what is learnt from it, shared by every checker of one check.
-struct Run<'h> {
-    history: &'h [HistoryEntry],
-    learned: OnceCell<Learned<'h>>,
-}
-
-impl<'h> Run<'h> {
-    fn new(history: &'h [HistoryEntry]) -> Run<'h> {
-        Run {
-            history,
-            learned: OnceCell::new(),
-        }
+    /// The authorizer's scripted behaviour in force.
+    fn authorizer_script(&self) -> Option<&'a AuthorizerBehaviour> {
+        self.learned.authorizer_script.as_ref()
     }
 
-    /// The facts known before entry `index`.
-    fn facts_before(&self, index: usize) -> Facts<'_, 'h> {
-        let learned = self.learned.get_or_init(|| Learned::new(self.history));
-        let settings = learned.settings[index];
-        Facts {
-            now: settings.now,
-            config: settings.config,
-            auto_approve: settings.auto_approve,
-            last_observed: settings.last_observed,
-            learned,
-            index,
-        }
+    /// The receipt issued under `id`.
+    fn issued(&self, id: &str) -> Option<&'a Issued> {
+        self.learned.receipts.get(id)
     }
 
-    /// Walks the history with the facts known before each entry.
-    fn walk(&self, mut visit: impl FnMut(&Facts<'_, 'h>, &'h HistoryEntry)) {
-        for (index, entry) in self.history.iter().enumerate() {
-            visit(&self.facts_before(index), entry);
-        }
+    /// The receipt issued under `id` in an earlier step.
+    fn receipt(&self, id: &str, step: usize) -> Option<&'a Issued> {
+        self.issued(id).filter(|i| i.step < step)
+    }
+
+    /// The capability issued under `secret` in an earlier step.
+    fn capability(&self, secret: &str, step: usize) -> Option<&'a Capability> {
+        self.learned
+            .capabilities
+            .get(secret)
+            .filter(|c| c.issued_at_step < step)
+    }
+
+    /// The tool changes the harness announced before `step`, in order.
+    fn drifts_before(&self, step: usize) -> impl DoubleEndedIterator<Item = &'a Drift> + 'a {
+        self.learned.drifts.iter().filter(move |d| d.step < step)
     }
 }
 
-/// The class of each tool, as the host's approval requests named it anywhere in the run.
-fn tool_classes(history: &[HistoryEntry]) -> BTreeMap<&str, ActionClass> {
-    history
-        .iter()
-        .filter_map(observed_of)
-        .flat_map(|o| &o.approvals)
-        .map(|a| (a.tool.as_str(), a.class))
-        .collect()
+/// The class of each tool, as the host's approval requests named it so far
+/// (the entry being judged included: a call's own approval request names it).
+#[derive(Default)]
+struct ToolClasses(BTreeMap<String, ActionClass>);
+
+impl ToolClasses {
+    fn learn(&mut self, entry: &HistoryEntry) {
+        for approval in observed_of(entry).iter().flat_map(|o| &o.approvals) {
+            if self.0.get(&approval.tool) != Some(&approval.class) {
+                self.0.insert(approval.tool.clone(), approval.class);
+            }
+        }
+    }
+
+    fn get(&self, tool: &str) -> Option<&ActionClass> {
+        self.0.get(tool)
+    }
 }
 
 fn is_decided(approval: &ObservedApproval) -> bool {
@@ -637,13 +819,6 @@ fn is_allow(decision: Option<Decision>) -> bool {
 /// The receipt id of a presented receipt (`id` key), whatever else was tampered with.
 fn presented_receipt_id(receipt: &Value) -> Option<&str> {
     receipt.get("id").and_then(Value::as_str)
-}
-
-/// The first observation after `index`, up to and including the next restart's successor.
-fn next_observation(history: &[HistoryEntry], index: usize) -> Option<(usize, &Observed)> {
-    history[index + 1..]
-        .iter()
-        .find_map(|e| observed_of(e).map(|o| (e.step, o)))
 }
 
 /// Axes on which `authority` is above what `request` asked for (absent axes are not compared).

@@ -11,11 +11,7 @@ pub(super) fn is_approval_write_fault(point: FaultPoint) -> bool {
 
 /// Whether a call needed an approval: it raised one, or its class (as the
 /// host's approval requests named it) is approvable under the instance's ceiling.
-pub(super) fn needed_approval(
-    facts: &Facts,
-    classes: &BTreeMap<&str, ActionClass>,
-    call: &ToolCallSeen,
-) -> bool {
+pub(super) fn needed_approval(facts: &Facts, classes: &ToolClasses, call: &ToolCallSeen) -> bool {
     if call.report.is_some_and(|r| r.approval.is_some()) {
         return true;
     }
@@ -33,27 +29,31 @@ pub(super) fn needed_approval(
 /// not run and the tool server sees no handler call for it (each such call
 /// uses up one armed failure when a count was given); and no observation
 /// ever shows a dispatched approval without a committed decision.
-pub(super) fn pg1(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let classes = tool_classes(history);
-    // None: not armed; Some(None): until cleared; Some(Some(n)): n more failures.
-    let mut armed: Option<Option<u32>> = None;
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Pg1 {
+    classes: ToolClasses,
+    /// None: not armed; Some(None): until cleared; Some(Some(n)): n more failures.
+    armed: Option<Option<u32>>,
+}
+
+impl Checker for Pg1 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        self.classes.learn(entry);
+        let armed = &mut self.armed;
         if let Some(call) = tool_call_in(entry) {
             let fault_live = !matches!(armed, None | Some(Some(0)));
-            if fault_live && needed_approval(facts, &classes, &call) {
+            if fault_live && needed_approval(facts, &self.classes, &call) {
                 if facts.auto_approve {
                     refused_without_handler(
                         InvariantId::PG1,
                         entry,
                         &call,
                         "automatic approval could not be committed (store write armed to fail)",
-                        &mut out,
+                        out,
                     );
                 }
                 // A request for a person is written too, so it uses up a firing as well.
-                if let Some(Some(n)) = &mut armed {
+                if let Some(Some(n)) = armed {
                     *n -= 1;
                 }
             }
@@ -62,20 +62,20 @@ pub(super) fn pg1(run: &Run) -> Vec<Violation> {
         // firing too (fuzzing found the checker still counting it armed).
         if let Some((Action::Answer { .. }, Some(result))) = action_of(entry)
             && result.reason == Some(DenyReason::StoreWriteFailed)
-            && let Some(Some(n)) = &mut armed
+            && let Some(Some(n)) = armed
         {
             *n = n.saturating_sub(1);
         }
         // Armed faults are run-scoped: a restarted host starts with none.
         if matches!(entry.kind, StepKind::Restart) {
-            armed = None;
+            *armed = None;
         }
         match ok_result(entry) {
             Some((Action::ArmFault { point, times }, _)) if is_approval_write_fault(*point) => {
-                armed = Some(*times)
+                *armed = Some(*times)
             }
             Some((Action::ClearFault { point }, _)) if is_approval_write_fault(*point) => {
-                armed = None
+                *armed = None
             }
             _ => {}
         }
@@ -94,26 +94,31 @@ pub(super) fn pg1(run: &Run) -> Vec<Violation> {
                 ));
             }
         }
-    });
-    out
+    }
 }
 
 /// PG2. An approval is answered successfully at most once (a second answer,
 /// or an answer to one already decided, is refused); its observed decision
 /// never changes or vanishes; and at most one executed call cites it.
-pub(super) fn pg2(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut answered: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut decisions: BTreeMap<&str, (Decision, usize)> = BTreeMap::new();
-    let mut executions: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in history {
+#[derive(Default)]
+pub(super) struct Pg2 {
+    /// Each approval answered successfully, and the step of the first answer.
+    answered: BTreeMap<String, usize>,
+    /// Each approval's first observed decision, and its step.
+    decisions: BTreeMap<String, (Decision, usize)>,
+    /// How many executed calls cited each approval.
+    executions: BTreeMap<String, usize>,
+}
+
+impl Checker for Pg2 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         if let Some((Action::Answer { request, .. }, _)) = ok_result(entry) {
-            let earlier = answered
+            let earlier = self
+                .answered
                 .get(request.as_str())
                 .map(|s| format!("it was answered at step {s}"))
                 .or_else(|| {
-                    decisions
+                    self.decisions
                         .get(request.as_str())
                         .map(|(d, s)| format!("it was decided {d:?} by step {s}"))
                 });
@@ -125,14 +130,14 @@ pub(super) fn pg2(run: &Run) -> Vec<Violation> {
                     json!({"approval": request}),
                 ));
             }
-            answered.entry(request).or_insert(entry.step);
+            self.answered.entry(request.clone()).or_insert(entry.step);
         }
         if let Some(call) = tool_call_in(entry) {
             if let (true, Some(approval)) = (
                 call.executed,
                 call.report.and_then(|r| r.approval.as_deref()),
             ) {
-                let count = executions.entry(approval).or_default();
+                let count = self.executions.entry(approval.to_string()).or_default();
                 *count += 1;
                 if *count > 1 {
                     out.push(violation(
@@ -145,7 +150,7 @@ pub(super) fn pg2(run: &Run) -> Vec<Violation> {
             }
         }
         for approval in observed_of(entry).iter().flat_map(|o| &o.approvals) {
-            match (decisions.get(approval.id.as_str()), approval.decision) {
+            match (self.decisions.get(approval.id.as_str()), approval.decision) {
                 (Some((before, at)), now) if now != Some(*before) => out.push(violation(
                     InvariantId::PG2,
                     entry.step,
@@ -153,13 +158,13 @@ pub(super) fn pg2(run: &Run) -> Vec<Violation> {
                     json!({"approval": approval, "was": before}),
                 )),
                 (None, Some(decision)) => {
-                    decisions.insert(&approval.id, (decision, entry.step));
+                    self.decisions
+                        .insert(approval.id.clone(), (decision, entry.step));
                 }
                 _ => {}
             }
         }
     }
-    out
 }
 
 /// PG3. Every allowed approval is for a call the one eligibility rule
@@ -167,15 +172,18 @@ pub(super) fn pg2(run: &Run) -> Vec<Violation> {
 /// says is approvable: an allow of a class it denies is a widening by
 /// whoever decided, and a policy allow of a class that runs unasked shows an
 /// approval path the manual one does not have.
-pub(super) fn pg3(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Pg3 {
+    reported: BTreeSet<String>,
+}
+
+impl Checker for Pg3 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         let Some(observed) = observed_of(entry) else {
             return;
         };
         for approval in &observed.approvals {
-            if !is_allow(approval.decision) || reported.contains(approval.id.as_str()) {
+            if !is_allow(approval.decision) || self.reported.contains(approval.id.as_str()) {
                 continue;
             }
             let ceiling = observed
@@ -194,29 +202,31 @@ pub(super) fn pg3(run: &Run) -> Vec<Violation> {
                 _ => None,
             };
             if let Some(wrong) = wrong {
-                reported.insert(approval.id.as_str());
+                self.reported.insert(approval.id.clone());
                 out.push(violation(
-                    InvariantId::PG3,
-                    entry.step,
-                    format!(
-                        "approval `{}` ({:?} call of `{}` on `{}`) was allowed by {:?}, but {wrong}",
-                        approval.id, approval.class, approval.tool, approval.instance, approval.decided_by
-                    ),
-                    json!({"approval": approval, "policy": ceiling.approval_policy, "sandbox": ceiling.sandbox, "eligibility": verdict}),
-                ));
+                        InvariantId::PG3,
+                        entry.step,
+                        format!(
+                            "approval `{}` ({:?} call of `{}` on `{}`) was allowed by {:?}, but {wrong}",
+                            approval.id, approval.class, approval.tool, approval.instance, approval.decided_by
+                        ),
+                        json!({"approval": approval, "policy": ceiling.approval_policy, "sandbox": ceiling.sandbox, "eligibility": verdict}),
+                    ));
             }
         }
-    });
-    out
+    }
 }
 
 /// PG4. An instance whose ceiling has a bounded approval policy never has an
 /// approval request in any observation, and none of its calls ends pending
 /// approval. (That clarification questions still pass is not observable here.)
-pub(super) fn pg4(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut reported = BTreeSet::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Pg4 {
+    reported: BTreeSet<String>,
+}
+
+impl Checker for Pg4 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         let bounded = |instance: &str| {
             facts
                 .ceiling(instance)
@@ -229,11 +239,11 @@ pub(super) fn pg4(run: &Run) -> Vec<Violation> {
                     .is_some_and(|r| r.outcome == ToolCallOutcome::PendingApproval)
             {
                 out.push(violation(
-                    InvariantId::PG4,
-                    entry.step,
-                    format!("call of `{}` on bounded instance `{}` is waiting for approval; expected an immediate refusal", call.tool, call.instance),
-                    json!({"report": call.report}),
-                ));
+                        InvariantId::PG4,
+                        entry.step,
+                        format!("call of `{}` on bounded instance `{}` is waiting for approval; expected an immediate refusal", call.tool, call.instance),
+                        json!({"report": call.report}),
+                    ));
             }
         }
         let Some(observed) = observed_of(entry) else {
@@ -244,43 +254,51 @@ pub(super) fn pg4(run: &Run) -> Vec<Violation> {
                 .instance(&approval.instance)
                 .map(|i| i.ceiling.approval_policy.is_bounded())
                 .unwrap_or_else(|| bounded(&approval.instance));
-            if bounded_now && reported.insert(approval.id.as_str()) {
+            if bounded_now && !self.reported.contains(&approval.id) {
+                self.reported.insert(approval.id.clone());
                 out.push(violation(
-                    InvariantId::PG4,
-                    entry.step,
-                    format!("approval request `{}` exists for `{}`, whose ceiling is bounded; none may be shown", approval.id, approval.instance),
-                    json!({"approval": approval}),
-                ));
+                        InvariantId::PG4,
+                        entry.step,
+                        format!("approval request `{}` exists for `{}`, whose ceiling is bounded; none may be shown", approval.id, approval.instance),
+                        json!({"approval": approval}),
+                    ));
             }
         }
-    });
-    out
+    }
 }
 
 /// PG5. After automatic approval is switched off: every approval decided
 /// before stays listed with its decision; an approval raised while it is off
 /// (cited by a call in a step while off, or first listed after an
 /// observation taken while off that lacked it) is never decided by policy.
-pub(super) fn pg5(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut decisions: BTreeMap<&str, Decision> = BTreeMap::new();
-    let mut kept_from_before_off: BTreeMap<&str, Decision> = BTreeMap::new();
-    let mut off_since: Option<usize> = None;
-    let mut listed_while_off: Option<BTreeSet<&str>> = None;
-    let mut raised_while_off: BTreeSet<&str> = BTreeSet::new();
-    for entry in history {
-        if off_since.is_some() {
+#[derive(Default)]
+pub(super) struct Pg5 {
+    /// Each approval's first observed decision.
+    decisions: BTreeMap<String, Decision>,
+    /// The decisions taken before automatic approval was turned off.
+    kept_from_before_off: BTreeMap<String, Decision>,
+    /// The step automatic approval was turned off, while it is off.
+    off_since: Option<usize>,
+    /// The approvals the latest observation while off listed.
+    listed_while_off: Option<BTreeSet<String>>,
+    raised_while_off: BTreeSet<String>,
+}
+
+impl Checker for Pg5 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        if self.off_since.is_some() {
             if let Some(call) = tool_call_in(entry) {
                 if let Some(approval) = call.report.and_then(|r| r.approval.as_deref()) {
-                    raised_while_off.insert(approval);
+                    self.raised_while_off.insert(approval.to_string());
                 }
             }
         }
+        let listed_in = |observed: &Observed| -> BTreeSet<String> {
+            observed.approvals.iter().map(|a| a.id.clone()).collect()
+        };
         if let Some(observed) = observed_of(entry) {
-            let listed: BTreeSet<&str> = observed.approvals.iter().map(|a| a.id.as_str()).collect();
-            if let Some(off) = off_since {
-                for (id, decision) in &kept_from_before_off {
+            if let Some(off) = self.off_since {
+                for (id, decision) in &self.kept_from_before_off {
                     let now = observed
                         .approvals
                         .iter()
@@ -295,11 +313,13 @@ pub(super) fn pg5(run: &Run) -> Vec<Violation> {
                         ));
                     }
                 }
-                if let Some(before) = &listed_while_off {
-                    raised_while_off.extend(listed.difference(before).copied());
+                let listed = listed_in(observed);
+                if let Some(before) = &self.listed_while_off {
+                    self.raised_while_off
+                        .extend(listed.difference(before).cloned());
                 }
                 for approval in &observed.approvals {
-                    if raised_while_off.contains(approval.id.as_str())
+                    if self.raised_while_off.contains(approval.id.as_str())
                         && approval.decided_by == Some(DecidedBy::Policy)
                     {
                         out.push(violation(
@@ -310,30 +330,30 @@ pub(super) fn pg5(run: &Run) -> Vec<Violation> {
                         ));
                     }
                 }
-                listed_while_off = Some(listed);
+                self.listed_while_off = Some(listed);
             }
             for approval in &observed.approvals {
-                if let Some(decision) = approval.decision {
-                    decisions.entry(&approval.id).or_insert(decision);
+                if let Some(decision) = approval.decision
+                    && !self.decisions.contains_key(&approval.id)
+                {
+                    self.decisions.insert(approval.id.clone(), decision);
                 }
             }
         }
         match ok_result(entry) {
-            Some((Action::SetAutoApprove { enabled: false }, _)) if off_since.is_none() => {
-                off_since = Some(entry.step);
-                kept_from_before_off = decisions.clone();
-                listed_while_off =
-                    observed_of(entry).map(|o| o.approvals.iter().map(|a| a.id.as_str()).collect());
+            Some((Action::SetAutoApprove { enabled: false }, _)) if self.off_since.is_none() => {
+                self.off_since = Some(entry.step);
+                self.kept_from_before_off = self.decisions.clone();
+                self.listed_while_off = observed_of(entry).map(listed_in);
             }
             Some((Action::SetAutoApprove { enabled: true }, _)) => {
-                off_since = None;
-                listed_while_off = None;
-                raised_while_off.clear();
+                self.off_since = None;
+                self.listed_while_off = None;
+                self.raised_while_off.clear();
             }
             _ => {}
         }
     }
-    out
 }
 
 /// PG6. No observation lists a grant of an instance it shows completed or
@@ -342,17 +362,21 @@ pub(super) fn pg5(run: &Run) -> Vec<Violation> {
 /// its tool; and a direct call that needed approval and ran without one
 /// while grants existed for that tool ran on a grant with exactly its
 /// arguments digest.
-pub(super) fn pg6(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let classes = tool_classes(history);
-    let mut gone: BTreeMap<&str, String> = BTreeMap::new();
-    let mut reported = BTreeSet::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Pg6 {
+    classes: ToolClasses,
+    /// Grants that may no longer be listed, with why.
+    gone: BTreeMap<String, String>,
+    reported: BTreeSet<String>,
+}
+
+impl Checker for Pg6 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        self.classes.learn(entry);
         if let Some(call) = tool_call_in(entry)
             && let (Some(arguments), true) = (call.arguments, call.executed)
             && !call.report.is_some_and(|r| r.approval.is_some())
-            && needed_approval(facts, &classes, &call)
+            && needed_approval(facts, &self.classes, &call)
         {
             let grants: Vec<&ObservedGrant> = facts
                 .last_observed
@@ -365,11 +389,11 @@ pub(super) fn pg6(run: &Run) -> Vec<Violation> {
                 && !grants.iter().any(|g| g.arguments_digest == digest)
             {
                 out.push(violation(
-                    InvariantId::PG6,
-                    entry.step,
-                    format!("call of `{}` on `{}` ran without approval with arguments digest {digest}, which no grant matches", call.tool, call.instance),
-                    json!({"arguments": arguments, "arguments_digest": digest, "grants": grants}),
-                ));
+                        InvariantId::PG6,
+                        entry.step,
+                        format!("call of `{}` on `{}` ran without approval with arguments digest {digest}, which no grant matches", call.tool, call.instance),
+                        json!({"arguments": arguments, "arguments_digest": digest, "grants": grants}),
+                    ));
             }
         }
         if let Some(observed) = observed_of(entry) {
@@ -389,10 +413,11 @@ pub(super) fn pg6(run: &Run) -> Vec<Violation> {
                     )
                 });
                 if let Some(why) = ended
-                    .or_else(|| gone.get(grant.id.as_str()).cloned())
+                    .or_else(|| self.gone.get(grant.id.as_str()).cloned())
                     .or(wrong_digest)
-                    && reported.insert(grant.id.as_str())
+                    && !self.reported.contains(&grant.id)
                 {
+                    self.reported.insert(grant.id.clone());
                     out.push(violation(
                         InvariantId::PG6,
                         entry.step,
@@ -404,15 +429,17 @@ pub(super) fn pg6(run: &Run) -> Vec<Violation> {
         }
         if let StepKind::Restart = entry.kind {
             for grant in facts.last_observed.iter().flat_map(|o| &o.grants) {
-                gone.insert(
-                    &grant.id,
+                self.gone.insert(
+                    grant.id.clone(),
                     format!("the host restarted at step {}", entry.step),
                 );
             }
         }
         if let Some((Action::RevokeGrant { grant }, _)) = ok_result(entry) {
-            gone.insert(grant, format!("it was revoked at step {}", entry.step));
+            self.gone.insert(
+                grant.clone(),
+                format!("it was revoked at step {}", entry.step),
+            );
         }
-    });
-    out
+    }
 }

@@ -2,38 +2,6 @@
 
 use super::*;
 
-/// A receipt the host issued, with what it was prepared for.
-pub(super) struct Issued<'h> {
-    pub(super) receipt: &'h Receipt,
-    pub(super) parent: &'h str,
-    pub(super) request: &'h SpawnRequest,
-    pub(super) step: usize,
-    pub(super) authorizer_calls: u64,
-}
-
-pub(super) fn issued_receipts(history: &[HistoryEntry]) -> BTreeMap<&str, Issued<'_>> {
-    let mut issued = BTreeMap::new();
-    for entry in history {
-        if let Some((
-            Action::PrepareReceipt {
-                parent, request, ..
-            },
-            result,
-        )) = ok_result(entry)
-            && let Some(receipt) = &result.receipt
-        {
-            issued.entry(receipt.id.as_str()).or_insert(Issued {
-                receipt,
-                parent,
-                request,
-                step: entry.step,
-                authorizer_calls: entry.evidence.authorizer_calls,
-            });
-        }
-    }
-    issued
-}
-
 /// One consume, with what it presented.
 pub(super) struct Consume<'h> {
     pub(super) receipt: &'h Value,
@@ -77,16 +45,19 @@ pub(super) fn must_refuse_consume(
 }
 
 /// RC1. A receipt id admits at most one instance: at most one successful consume per id.
-pub(super) fn rc1(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut won: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in history {
-        let Some(c) = consume(entry) else { continue };
+#[derive(Default)]
+pub(super) struct Rc1 {
+    /// Each receipt id that admitted an instance, and the step it did.
+    won: BTreeMap<String, usize>,
+}
+
+impl Checker for Rc1 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        let Some(c) = consume(entry) else { return };
         let Some(id) = presented_receipt_id(c.receipt) else {
-            continue;
+            return;
         };
-        if let Some(first) = won.get(id) {
+        if let Some(first) = self.won.get(id) {
             must_refuse_consume(
                 InvariantId::RC1,
                 entry,
@@ -94,103 +65,89 @@ pub(super) fn rc1(run: &Run) -> Vec<Violation> {
                 format!(
                     "it already admitted an instance at step {first}; expected receipt_consumed"
                 ),
-                &mut out,
+                out,
             );
         } else if succeeded(entry) {
-            won.insert(id, entry.step);
+            self.won.insert(id.to_string(), entry.step);
         }
     }
-    out
 }
 
 /// RC2. A consume at a clock at or past the receipt's `expires_at` (the
 /// issued one, or the presented one for a receipt the run did not issue) is
 /// not successful.
-pub(super) fn rc2(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let issued = issued_receipts(history);
-    run.walk(|facts, entry| {
-        let Some(c) = consume(entry) else { return };
-        let id = presented_receipt_id(c.receipt);
-        let expires_at = id
-            .and_then(|id| issued.get(id))
-            .map(|i| i.receipt.expires_at)
-            .or_else(|| c.receipt.get("expires_at").and_then(Value::as_u64));
-        if let Some(expires_at) = expires_at
-            && facts.now >= expires_at
-        {
-            must_refuse_consume(
-                InvariantId::RC2,
-                entry,
-                id,
-                format!(
-                    "the clock ({}) is at or past its expiry ({expires_at}); expected receipt_expired",
-                    facts.now
-                ),
-                &mut out,
-            );
-        }
-    });
-    out
+pub(super) fn rc2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some(c) = consume(entry) else { return };
+    let id = presented_receipt_id(c.receipt);
+    let expires_at = id
+        .and_then(|id| facts.issued(id))
+        .map(|i| i.receipt.expires_at)
+        .or_else(|| c.receipt.get("expires_at").and_then(Value::as_u64));
+    if let Some(expires_at) = expires_at
+        && facts.now >= expires_at
+    {
+        must_refuse_consume(
+            InvariantId::RC2,
+            entry,
+            id,
+            format!(
+                "the clock ({}) is at or past its expiry ({expires_at}); expected receipt_expired",
+                facts.now
+            ),
+            out,
+        );
+    }
 }
 
 /// RC3. A consume presented by another parent than the receipt was prepared
 /// for, or with another spawn request, is not successful.
-pub(super) fn rc3(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let issued = issued_receipts(history);
-    for entry in history {
-        let Some(c) = consume(entry) else { continue };
-        let Some(id) = presented_receipt_id(c.receipt) else {
-            continue;
-        };
-        let Some(issue) = issued.get(id).filter(|i| i.step < entry.step) else {
-            continue;
-        };
-        if c.parent != issue.parent {
-            must_refuse_consume(
-                InvariantId::RC3,
-                entry,
-                Some(id),
-                format!(
-                    "it was presented by `{}` but bound to parent `{}`; expected binding_mismatch",
-                    c.parent, issue.parent
-                ),
-                &mut out,
-            );
-        } else if c.request != issue.request {
-            must_refuse_consume(InvariantId::RC3, entry, Some(id), "the presented spawn request differs from the one it was prepared for; expected binding_mismatch".into(), &mut out);
-        }
+pub(super) fn rc3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some(c) = consume(entry) else { return };
+    let Some(id) = presented_receipt_id(c.receipt) else {
+        return;
+    };
+    let Some(issue) = facts.receipt(id, entry.step) else {
+        return;
+    };
+    if c.parent != issue.parent {
+        must_refuse_consume(
+            InvariantId::RC3,
+            entry,
+            Some(id),
+            format!(
+                "it was presented by `{}` but bound to parent `{}`; expected binding_mismatch",
+                c.parent, issue.parent
+            ),
+            out,
+        );
+    } else if *c.request != issue.request {
+        must_refuse_consume(InvariantId::RC3, entry, Some(id), "the presented spawn request differs from the one it was prepared for; expected binding_mismatch".into(), out);
     }
-    out
 }
 
 /// RC4. A consume presenting a receipt that differs in any field from the one
 /// the host issued (or one it never issued) is not successful; and a receipt
 /// once observed consumed stays listed as consumed, across restarts.
-pub(super) fn rc4(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let issued = issued_receipts(history);
-    let mut tombstones: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in history {
+#[derive(Default)]
+pub(super) struct Rc4 {
+    /// Each receipt seen consumed, and the step it first was.
+    tombstones: BTreeMap<String, usize>,
+}
+
+impl Checker for Rc4 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         if let Some(c) = consume(entry) {
             let id = presented_receipt_id(c.receipt);
-            match id
-                .and_then(|id| issued.get(id))
-                .filter(|i| i.step < entry.step)
-            {
+            match id.and_then(|id| facts.receipt(id, entry.step)) {
                 None => must_refuse_consume(
                     InvariantId::RC4,
                     entry,
                     id,
                     "the host never issued a receipt with this id; expected receipt_missing".into(),
-                    &mut out,
+                    out,
                 ),
                 Some(issue) => {
-                    let original = serde_json::to_value(issue.receipt).unwrap_or(Value::Null);
+                    let original = serde_json::to_value(&issue.receipt).unwrap_or(Value::Null);
                     if *c.receipt != original {
                         let fields: Vec<&String> = original
                             .as_object()
@@ -206,14 +163,14 @@ pub(super) fn rc4(run: &Run) -> Vec<Violation> {
                             format!(
                                 "it was tampered with (fields {fields:?} differ from the issued receipt); expected binding_mismatch"
                             ),
-                            &mut out,
+                            out,
                         );
                     }
                 }
             }
         }
         if let Some(observed) = observed_of(entry) {
-            for (id, since) in &tombstones {
+            for (id, since) in &self.tombstones {
                 let now = observed
                     .receipts
                     .iter()
@@ -229,11 +186,12 @@ pub(super) fn rc4(run: &Run) -> Vec<Violation> {
                 }
             }
             for receipt in &observed.receipts {
-                if receipt.state == ReceiptState::Consumed {
-                    tombstones.entry(&receipt.id).or_insert(entry.step);
+                if receipt.state == ReceiptState::Consumed
+                    && !self.tombstones.contains_key(&receipt.id)
+                {
+                    self.tombstones.insert(receipt.id.clone(), entry.step);
                 }
             }
         }
     }
-    out
 }

@@ -2,59 +2,81 @@
 
 use super::*;
 
-/// A restart, the last observation before it, and the first after it with its step.
-pub(super) type RestartView<'h> = (
-    &'h HistoryEntry,
-    Option<&'h Observed>,
-    Option<(usize, &'h Observed)>,
-);
+/// The restarts still waiting for the first observation after them.
+#[derive(Default)]
+pub(super) struct Restarts {
+    /// Each restart's step and the index of the last observed entry before it.
+    pending: Vec<(usize, Option<usize>)>,
+}
 
-/// Each restart with the last observation before it and the first after it.
-pub(super) fn restarts(history: &[HistoryEntry]) -> Vec<RestartView<'_>> {
-    let mut found = Vec::new();
-    let mut last: Option<&Observed> = None;
-    for (index, entry) in history.iter().enumerate() {
+impl Restarts {
+    /// Takes in an entry; returns each restart whose first observation after
+    /// it is this entry's (the restart step's own, when the runner made one),
+    /// with the last observation before it.
+    fn resolved<'a>(
+        &mut self,
+        facts: &Facts<'a>,
+        entry: &HistoryEntry,
+    ) -> Vec<(usize, Option<&'a Observed>)> {
         if let StepKind::Restart = entry.kind {
-            // The restart step's own observation (when the runner made one) is the first after it.
-            let after = observed_of(entry)
-                .map(|o| (entry.step, o))
-                .or_else(|| next_observation(history, index));
-            found.push((entry, last, after));
+            self.pending.push((entry.step, facts.last_observed_at));
         }
-        if let Some(observed) = observed_of(entry) {
-            last = Some(observed);
+        if observed_of(entry).is_none() {
+            return Vec::new();
         }
+        self.pending
+            .drain(..)
+            .map(|(step, before)| (step, before.and_then(|i| facts.observed_at(i))))
+            .collect()
     }
-    found
 }
 
 /// RS1. Across a restart (last observation before, first after): every
 /// instance is still listed with the same ceiling and, if terminal, the same
 /// state; consumed receipts stay consumed; decided approvals keep their
 /// decision; no grant survives; and the restart itself runs no handler.
-pub(super) fn rs1(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    for (restart, before, after) in restarts(history) {
-        if !restart.evidence.handler_calls.is_empty() {
+#[derive(Default)]
+pub(super) struct Rs1 {
+    restarts: Restarts,
+}
+
+impl Checker for Rs1 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        if let StepKind::Restart = entry.kind
+            && !entry.evidence.handler_calls.is_empty()
+        {
             out.push(violation(
                 InvariantId::RS1,
-                restart.step,
+                entry.step,
                 format!(
                     "the restart ran {} handler call(s); nothing is re-dispatched on restart",
-                    restart.evidence.handler_calls.len()
+                    entry.evidence.handler_calls.len()
                 ),
-                json!({"handler_calls": restart.evidence.handler_calls}),
+                json!({"handler_calls": entry.evidence.handler_calls}),
             ));
         }
-        let (Some(before), Some((step, after))) = (before, after) else {
-            continue;
-        };
+        for (restart_step, before) in self.restarts.resolved(facts, entry) {
+            let (Some(before), Some(after)) = (before, observed_of(entry)) else {
+                continue;
+            };
+            rs1_across(restart_step, before, (entry.step, after), out);
+        }
+    }
+}
+
+/// RS1 across one restart, from the last observation before it to the first after it.
+fn rs1_across(
+    restart_step: usize,
+    before: &Observed,
+    (step, after): (usize, &Observed),
+    out: &mut Vec<Violation>,
+) {
+    {
         let mut lost = |what: String, evidence: Value| {
             out.push(violation(
                 InvariantId::RS1,
                 step,
-                format!("after the restart at step {}: {what}", restart.step),
+                format!("after the restart at step {restart_step}: {what}"),
                 evidence,
             ));
         };
@@ -124,36 +146,64 @@ pub(super) fn rs1(run: &Run) -> Vec<Violation> {
             }
         }
     }
-    out
 }
 
 /// RS2. Across a restart: an approval pending before is pending after, with
 /// no decision; an instance closed before is listed closed after; and a
 /// successful resume of an instance that existed before the restart answers
 /// its pre-restart ceiling.
-pub(super) fn rs2(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    for (restart, before, after) in restarts(history) {
-        let Some(before) = before else { continue };
-        let restart_index = history
-            .iter()
-            .position(|e| std::ptr::eq(e, restart))
-            .unwrap_or(0);
-        // Answers given after the last observation (a step that kills the
-        // host observes nothing): the decision may have been committed just
-        // before the crash, which RS3 asks for, so "pending" is not what the
-        // store held at the restart.
-        let answered_unobserved: BTreeSet<&str> = history[..restart_index]
-            .iter()
-            .rev()
-            .take_while(|e| observed_of(e).is_none())
-            .filter_map(|e| match action_of(e) {
-                Some((Action::Answer { request, .. }, _)) => Some(request.as_str()),
-                _ => None,
-            })
-            .collect();
-        if let Some((step, after)) = after {
+#[derive(Default)]
+pub(super) struct Rs2 {
+    /// Restarts waiting for an observation, with the approvals answered
+    /// since the last observation before each.
+    pending: Vec<(usize, Option<usize>, BTreeSet<String>)>,
+    /// Approvals answered since the latest observation: a step that kills the
+    /// host observes nothing, and its decision may have been committed just
+    /// before the crash, which RS3 asks for, so "pending" is not what the
+    /// store held at the restart.
+    answered_unobserved: BTreeSet<String>,
+    /// The index of the last observed entry before the latest restart.
+    before_latest_restart: Option<usize>,
+}
+
+impl Checker for Rs2 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        if let StepKind::Restart = entry.kind {
+            self.before_latest_restart = facts.last_observed_at;
+            self.pending.push((
+                entry.step,
+                facts.last_observed_at,
+                self.answered_unobserved.clone(),
+            ));
+        } else if let Some((Action::Resume { instance }, result)) = ok_result(entry)
+            && let Some(before) = self
+                .before_latest_restart
+                .and_then(|i| facts.observed_at(i))
+            && let (Some(effective), Some(sealed)) = (
+                &result.effective,
+                before.instance(instance).map(|i| &i.ceiling),
+            )
+            && effective != sealed
+        {
+            out.push(violation(
+                InvariantId::RS2,
+                entry.step,
+                format!("resume of `{instance}` after the restart answered an authority differing from its sealed ceiling on {:?}", differing_axes(effective, sealed)),
+                json!({"sealed": sealed, "effective": effective}),
+            ));
+        }
+        let Some(after) = observed_of(entry) else {
+            if let Some((Action::Answer { request, .. }, _)) = action_of(entry) {
+                self.answered_unobserved.insert(request.clone());
+            }
+            return;
+        };
+        self.answered_unobserved.clear();
+        for (restart_step, before, answered_unobserved) in std::mem::take(&mut self.pending) {
+            let Some(before) = before.and_then(|i| facts.observed_at(i)) else {
+                continue;
+            };
+            let step = entry.step;
             for approval in before.approvals.iter().filter(|a| {
                 a.state == ApprovalState::Pending && !answered_unobserved.contains(a.id.as_str())
             }) {
@@ -162,7 +212,7 @@ pub(super) fn rs2(run: &Run) -> Vec<Violation> {
                     out.push(violation(
                         InvariantId::RS2,
                         step,
-                        format!("approval `{}` was pending before the restart at step {} and is now {:?}", approval.id, restart.step, now.map(|a| (a.state, a.decision))),
+                        format!("approval `{}` was pending before the restart at step {restart_step} and is now {:?}", approval.id, now.map(|a| (a.state, a.decision))),
                         json!({"before": approval, "after": now}),
                     ));
                 }
@@ -177,73 +227,58 @@ pub(super) fn rs2(run: &Run) -> Vec<Violation> {
                     out.push(violation(
                         InvariantId::RS2,
                         step,
-                        format!("instance `{}` was closed before the restart at step {} and is now listed as {now:?}", instance.id, restart.step),
+                        format!("instance `{}` was closed before the restart at step {restart_step} and is now listed as {now:?}", instance.id),
                         json!({"instance": instance.id, "after": now}),
                     ));
                 }
             }
         }
-        for entry in history
-            .iter()
-            .skip(restart_index + 1)
-            .take_while(|e| !matches!(e.kind, StepKind::Restart))
-        {
-            if let Some((Action::Resume { instance }, result)) = ok_result(entry)
-                && let (Some(effective), Some(sealed)) = (
-                    &result.effective,
-                    before.instance(instance).map(|i| &i.ceiling),
-                )
-                && effective != sealed
-            {
-                out.push(violation(
-                    InvariantId::RS2,
-                    entry.step,
-                    format!("resume of `{instance}` after the restart answered an authority differing from its sealed ceiling on {:?}", differing_axes(effective, sealed)),
-                    json!({"sealed": sealed, "effective": effective}),
-                ));
-            }
-        }
     }
-    out
 }
 
 /// RS3. After a restart, no approval is dispatched that was not already
 /// dispatched before it (a crash between commit and dispatch leaves it
 /// decided, not silently sent), and none is dispatched without a decision.
-pub(super) fn rs3(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    for (restart, before, after) in restarts(history) {
-        let Some((step, after)) = after else { continue };
-        for approval in after
-            .approvals
-            .iter()
-            .filter(|a| a.state == ApprovalState::Dispatched)
-        {
-            let was_dispatched = before
-                .and_then(|b| b.approvals.iter().find(|a| a.id == approval.id))
-                .is_some_and(|a| a.state == ApprovalState::Dispatched);
-            let why = if approval.decision.is_none() || approval.decided_by.is_none() {
-                Some("is dispatched without a recorded decision")
-            } else if !was_dispatched {
-                Some(
-                    "was not dispatched before the restart and is dispatched after it without any step dispatching it",
-                )
-            } else {
-                None
+#[derive(Default)]
+pub(super) struct Rs3 {
+    restarts: Restarts,
+}
+
+impl Checker for Rs3 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        for (restart_step, before) in self.restarts.resolved(facts, entry) {
+            let Some(after) = observed_of(entry) else {
+                continue;
             };
-            if let Some(why) = why {
-                out.push(violation(
-                    InvariantId::RS3,
-                    step,
-                    format!(
-                        "approval `{}` {why} (restart at step {})",
-                        approval.id, restart.step
-                    ),
-                    json!({"approval": approval}),
-                ));
+            for approval in after
+                .approvals
+                .iter()
+                .filter(|a| a.state == ApprovalState::Dispatched)
+            {
+                let was_dispatched = before
+                    .and_then(|b| b.approvals.iter().find(|a| a.id == approval.id))
+                    .is_some_and(|a| a.state == ApprovalState::Dispatched);
+                let why = if approval.decision.is_none() || approval.decided_by.is_none() {
+                    Some("is dispatched without a recorded decision")
+                } else if !was_dispatched {
+                    Some(
+                        "was not dispatched before the restart and is dispatched after it without any step dispatching it",
+                    )
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    out.push(violation(
+                        InvariantId::RS3,
+                        entry.step,
+                        format!(
+                            "approval `{}` {why} (restart at step {restart_step})",
+                            approval.id
+                        ),
+                        json!({"approval": approval}),
+                    ));
+                }
             }
         }
     }
-    out
 }

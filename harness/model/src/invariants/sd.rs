@@ -67,11 +67,14 @@ pub(super) fn authorities_in(
 /// SD1. Every sealed tool in a ceiling, effective authority, receipt or
 /// record is bound to a SHA-256 digest (`sha256:` and 64 hex digits), and a
 /// child admitted from a receipt seals exactly the digests the receipt sealed.
-pub(super) fn sd1(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut issued: BTreeMap<&str, &Receipt> = BTreeMap::new();
-    for entry in history {
+#[derive(Default)]
+pub(super) struct Sd1 {
+    /// The receipts issued, by id: the latest issue of an id.
+    issued: BTreeMap<String, Receipt>,
+}
+
+impl Checker for Sd1 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         for (where_, authority) in authorities_in(entry) {
             for (tool, digest) in &authority.tools {
                 if !is_digest(digest) {
@@ -87,11 +90,11 @@ pub(super) fn sd1(run: &Run) -> Vec<Violation> {
         match ok_result(entry) {
             Some((Action::PrepareReceipt { .. }, result)) => {
                 if let Some(receipt) = &result.receipt {
-                    issued.insert(&receipt.id, receipt);
+                    self.issued.insert(receipt.id.clone(), receipt.clone());
                 }
             }
             Some((Action::ConsumeReceipt { receipt, .. }, result)) => {
-                let sealed = presented_receipt_id(receipt).and_then(|id| issued.get(id));
+                let sealed = presented_receipt_id(receipt).and_then(|id| self.issued.get(id));
                 if let (Some(sealed), Some(effective)) = (sealed, &result.effective) {
                     for (tool, digest) in &effective.tools {
                         if sealed.authority.tools.get(tool) != Some(digest) {
@@ -112,25 +115,6 @@ pub(super) fn sd1(run: &Run) -> Vec<Violation> {
             _ => {}
         }
     }
-    out
-}
-
-/// Tool changes announced by the harness, for the drift checkers.
-pub(super) struct Drift<'h> {
-    pub(super) step: usize,
-    pub(super) change: &'h WorldChange,
-}
-
-pub(super) fn drifts(history: &[HistoryEntry]) -> Vec<Drift<'_>> {
-    history
-        .iter()
-        .filter_map(|e| {
-            world_change(e).map(|change| Drift {
-                step: e.step,
-                change,
-            })
-        })
-        .collect()
 }
 
 /// Whether `instance` sealed `tool` before a redefinition to `new_digest`:
@@ -152,203 +136,176 @@ pub(super) fn sealed_before(
 /// that sealed the old definition is refused with zero handler calls; and
 /// the model is never shown a digest of a tool that no known ceiling seals
 /// (when some ceiling seals that tool).
-pub(super) fn sd2(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let changes = drifts(history);
-    run.walk(|facts, entry| {
-        if let Some(call) = tool_call_in(entry) {
-            for drift in changes.iter().filter(|d| d.step < entry.step) {
-                if let WorldChange::ToolRedefined { tool, digest, .. } = drift.change
-                    && tool == call.tool
-                    && sealed_before(facts, call.instance, tool, drift.step, digest)
-                {
-                    let why = format!(
-                        "its definition changed at step {} (new digest {digest})",
-                        drift.step
-                    );
-                    refused_without_handler(InvariantId::SD2, entry, &call, &why, &mut out);
-                }
+pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    if let Some(call) = tool_call_in(entry) {
+        for drift in facts.drifts_before(entry.step) {
+            if let WorldChange::ToolRedefined { tool, digest, .. } = &drift.change
+                && tool == call.tool
+                && sealed_before(facts, call.instance, tool, drift.step, digest)
+            {
+                let why = format!(
+                    "its definition changed at step {} (new digest {digest})",
+                    drift.step
+                );
+                refused_without_handler(InvariantId::SD2, entry, &call, &why, out);
             }
         }
-        for (tool, shown) in &entry.evidence.model_visible_tools {
-            let sealed: BTreeSet<&str> = facts
-                .ceilings()
-                .filter_map(|c| c.tools.get(tool).map(String::as_str))
-                .collect();
-            for digest in shown {
-                if !sealed.is_empty() && !sealed.contains(digest.as_str()) {
-                    out.push(violation(
-                        InvariantId::SD2,
-                        entry.step,
-                        format!("the model was shown tool `{tool}` with digest `{digest}`, which no ceiling seals; expected one of {sealed:?}"),
-                        json!({"tool": tool, "shown": digest, "sealed": sealed}),
-                    ));
-                }
+    }
+    for (tool, shown) in &entry.evidence.model_visible_tools {
+        let sealed: BTreeSet<&str> = facts
+            .ceilings()
+            .filter_map(|c| c.tools.get(tool).map(String::as_str))
+            .collect();
+        for digest in shown {
+            if !sealed.is_empty() && !sealed.contains(digest.as_str()) {
+                out.push(violation(
+                    InvariantId::SD2,
+                    entry.step,
+                    format!("the model was shown tool `{tool}` with digest `{digest}`, which no ceiling seals; expected one of {sealed:?}"),
+                    json!({"tool": tool, "shown": digest, "sealed": sealed}),
+                ));
             }
         }
-    });
-    out
+    }
 }
 
 /// SD3. After `notifications/tools/list_changed`, a tool call by an
 /// instance that existed before the notification is refused with zero
 /// handler calls, and that instance's sealed tools never change (no silent
 /// refresh).
-pub(super) fn sd3(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let changed_at: Vec<usize> = drifts(history)
-        .iter()
-        .filter(|d| matches!(d.change, WorldChange::ToolListChanged))
+pub(super) fn sd3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some(first_change) = facts
+        .drifts_before(entry.step)
+        .find(|d| matches!(d.change, WorldChange::ToolListChanged))
         .map(|d| d.step)
-        .collect();
-    run.walk(|facts, entry| {
-        let Some(first_change) = changed_at.iter().find(|s| **s < entry.step) else {
-            return;
-        };
-        if let Some(call) = tool_call_in(entry) {
-            if facts
-                .first_seen(call.instance)
-                .is_some_and(|s| s < *first_change)
+    else {
+        return;
+    };
+    if let Some(call) = tool_call_in(entry) {
+        if facts
+            .first_seen(call.instance)
+            .is_some_and(|s| s < first_change)
+        {
+            let why = format!(
+                "the tool list changed at step {first_change} and no new receipt sealed it again"
+            );
+            refused_without_handler(InvariantId::SD3, entry, &call, &why, out);
+        }
+    }
+    if let Some(observed) = observed_of(entry) {
+        for instance in &observed.instances {
+            let sealed = facts.ceiling(instance.id.as_str()).or_else(|| {
+                creation_attempt(entry)
+                    .into_iter()
+                    .filter(|c| c.created() == Some(instance.id.as_str()))
+                    .find_map(|c| c.result.effective.as_ref())
+            });
+            if let Some(sealed) = sealed
+                && sealed.tools != instance.ceiling.tools
             {
-                let why = format!(
-                    "the tool list changed at step {first_change} and no new receipt sealed it again"
-                );
-                refused_without_handler(InvariantId::SD3, entry, &call, &why, &mut out);
+                out.push(violation(
+                    InvariantId::SD3,
+                    entry.step,
+                    format!("sealed tools of `{}` changed after the tool list changed; a refresh needs a new receipt", instance.id),
+                    json!({"sealed": sealed.tools, "now": instance.ceiling.tools}),
+                ));
             }
         }
-        if let Some(observed) = observed_of(entry) {
-            for instance in &observed.instances {
-                let sealed = facts
-                    .ceiling(instance.id.as_str())
-                    .or_else(|| {
-                        creation_attempt(entry)
-                            .into_iter()
-                            .filter(|c| c.created() == Some(instance.id.as_str()))
-                            .find_map(|c| c.result.effective.as_ref())
-                    });
-                if let Some(sealed) = sealed
-                    && sealed.tools != instance.ceiling.tools
-                {
-                    out.push(violation(
-                        InvariantId::SD3,
-                        entry.step,
-                        format!("sealed tools of `{}` changed after the tool list changed; a refresh needs a new receipt", instance.id),
-                        json!({"sealed": sealed.tools, "now": instance.ceiling.tools}),
-                    ));
-                }
-            }
-        }
-    });
-    out
+    }
 }
 
 /// SD4. After a tool was removed, no call of it runs; after a
 /// description-only redefinition, a call by an instance that sealed the old
 /// definition is refused. Both with zero handler calls.
-pub(super) fn sd4(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let changes = drifts(history);
-    run.walk(|facts, entry| {
-        if let Some(call) = tool_call_in(entry) {
-            // Only the tool's latest change counts: a removal followed by the
-            // tool being served again is not drift for an instance sealed after it.
-            let latest = changes.iter().filter(|d| d.step < entry.step).rev().find(|d| {
-                matches!(d.change, WorldChange::ToolRemoved { tool } | WorldChange::ToolRedefined { tool, .. } if tool == call.tool)
-            });
-            if let Some(drift) = latest {
-                match drift.change {
-                    WorldChange::ToolRemoved { tool } if tool == call.tool => {
-                        let why = format!("the tool was removed at step {}", drift.step);
-                        refused_without_handler(InvariantId::SD4, entry, &call, &why, &mut out);
-                    }
-                    WorldChange::ToolRedefined {
-                        tool,
-                        digest,
-                        description_only: true,
-                    } if tool == call.tool
-                        && sealed_before(facts, call.instance, tool, drift.step, digest) =>
-                    {
-                        let why = format!("its description changed at step {}", drift.step);
-                        refused_without_handler(InvariantId::SD4, entry, &call, &why, &mut out);
-                    }
-                    _ => {}
+pub(super) fn sd4(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    if let Some(call) = tool_call_in(entry) {
+        // Only the tool's latest change counts: a removal followed by the
+        // tool being served again is not drift for an instance sealed after it.
+        let latest = facts.drifts_before(entry.step).rev().find(|d| {
+            matches!(&d.change, WorldChange::ToolRemoved { tool } | WorldChange::ToolRedefined { tool, .. } if tool == call.tool)
+        });
+        if let Some(drift) = latest {
+            match &drift.change {
+                WorldChange::ToolRemoved { tool } if tool == call.tool => {
+                    let why = format!("the tool was removed at step {}", drift.step);
+                    refused_without_handler(InvariantId::SD4, entry, &call, &why, out);
                 }
+                WorldChange::ToolRedefined {
+                    tool,
+                    digest,
+                    description_only: true,
+                } if tool == call.tool
+                    && sealed_before(facts, call.instance, tool, drift.step, digest) =>
+                {
+                    let why = format!("its description changed at step {}", drift.step);
+                    refused_without_handler(InvariantId::SD4, entry, &call, &why, out);
+                }
+                _ => {}
             }
         }
-    });
-    out
+    }
 }
 
 /// SD5. A delegate or consume naming a tool the parent's sealed ceiling does
 /// not hold (or one removed or redefined since the parent sealed it) is not
 /// successful; and a created child seals every tool with exactly its
 /// parent's digest.
-pub(super) fn sd5(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let changes = drifts(history);
-    run.walk(|facts, entry| {
-        let Some((action, Some(result))) = action_of(entry) else {
-            return;
+pub(super) fn sd5(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some((action, Some(result))) = action_of(entry) else {
+        return;
+    };
+    let (parent, request) = match action {
+        Action::Delegate { parent, request }
+        | Action::ConsumeReceipt {
+            parent, request, ..
+        } => (parent.as_str(), request),
+        _ => return,
+    };
+    let Some(parent_ceiling) = facts.ceiling(parent) else {
+        return;
+    };
+    for tool in request.authority.tools.iter().flatten() {
+        let unsealable = match parent_ceiling.tools.get(tool) {
+            None => Some("the parent's ceiling does not seal it".to_string()),
+            // Only the tool's latest change counts: a removal followed by a
+            // redefinition the parent then sealed leaves it sealable.
+            Some(digest) => facts
+                .drifts_before(entry.step)
+                .rev()
+                .find_map(|d| match &d.change {
+                    WorldChange::ToolRemoved { tool: t } if t == tool => {
+                        Some(Some(format!("it was removed at step {}", d.step)))
+                    }
+                    WorldChange::ToolRedefined {
+                        tool: t,
+                        digest: new,
+                        ..
+                    } if t == tool => (new != digest)
+                        .then(|| format!("its definition changed at step {}", d.step))
+                        .into(),
+                    _ => None,
+                })
+                .flatten(),
         };
-        let (parent, request) = match action {
-            Action::Delegate { parent, request }
-            | Action::ConsumeReceipt {
-                parent, request, ..
-            } => (parent.as_str(), request),
-            _ => return,
-        };
-        let Some(parent_ceiling) = facts.ceiling(parent) else {
-            return;
-        };
-        for tool in request.authority.tools.iter().flatten() {
-            let unsealable = match parent_ceiling.tools.get(tool) {
-                None => Some("the parent's ceiling does not seal it".to_string()),
-                // Only the tool's latest change counts: a removal followed by a
-                // redefinition the parent then sealed leaves it sealable.
-                Some(digest) => changes
-                    .iter()
-                    .filter(|d| d.step < entry.step)
-                    .rev()
-                    .find_map(|d| match d.change {
-                        WorldChange::ToolRemoved { tool: t } if t == tool => {
-                            Some(Some(format!("it was removed at step {}", d.step)))
-                        }
-                        WorldChange::ToolRedefined {
-                            tool: t,
-                            digest: new,
-                            ..
-                        } if t == tool => (new != digest)
-                            .then(|| format!("its definition changed at step {}", d.step))
-                            .into(),
-                        _ => None,
-                    })
-                    .flatten(),
-            };
-            if let (Some(why), true) = (unsealable, result.is_ok()) {
+        if let (Some(why), true) = (unsealable, result.is_ok()) {
+            out.push(violation(
+                InvariantId::SD5,
+                entry.step,
+                format!("delegation from `{parent}` naming tool `{tool}` succeeded although {why}; expected projection_missing or tool_drift"),
+                json!({"tool": tool, "parent_tools": parent_ceiling.tools}),
+            ));
+        }
+    }
+    if let (true, Some(effective)) = (result.is_ok(), &result.effective) {
+        for (tool, digest) in &effective.tools {
+            if parent_ceiling.tools.get(tool) != Some(digest) {
                 out.push(violation(
                     InvariantId::SD5,
                     entry.step,
-                    format!("delegation from `{parent}` naming tool `{tool}` succeeded although {why}; expected projection_missing or tool_drift"),
-                    json!({"tool": tool, "parent_tools": parent_ceiling.tools}),
+                    format!("child of `{parent}` seals tool `{tool}` as `{digest}`, not as the parent's {:?}", parent_ceiling.tools.get(tool)),
+                    json!({"tool": tool, "child": digest, "parent": parent_ceiling.tools.get(tool)}),
                 ));
             }
         }
-        if let (true, Some(effective)) = (result.is_ok(), &result.effective) {
-            for (tool, digest) in &effective.tools {
-                if parent_ceiling.tools.get(tool) != Some(digest) {
-                    out.push(violation(
-                        InvariantId::SD5,
-                        entry.step,
-                        format!("child of `{parent}` seals tool `{tool}` as `{digest}`, not as the parent's {:?}", parent_ceiling.tools.get(tool)),
-                        json!({"tool": tool, "child": digest, "parent": parent_ceiling.tools.get(tool)}),
-                    ));
-                }
-            }
-        }
-    });
-    out
+    }
 }

@@ -2,175 +2,166 @@
 
 use super::*;
 
-/// Runs `judge` on every capability call with the capability its secret names.
-pub(super) fn each_capability_call<'h>(
-    run: &Run<'h>,
-    mut judge: impl FnMut(
-        &Facts<'_, 'h>,
-        &'h HistoryEntry,
-        &CapabilityCallSeen<'h>,
-        Option<&Capability<'h>>,
-    ),
-) {
-    let issued = capabilities(run.history);
-    run.walk(|facts, entry| {
-        if let Some(call) = capability_call(entry) {
-            let capability = issued
-                .get(call.secret)
-                .filter(|c| c.issued_at_step < entry.step);
-            judge(facts, entry, &call, capability);
-        }
-    });
+/// The capability call of an entry, if any, with the capability its secret names.
+pub(super) fn capability_call_with<'a, 'h>(
+    facts: &Facts<'a>,
+    entry: &'h HistoryEntry,
+) -> Option<(CapabilityCallSeen<'h>, Option<&'a Capability>)> {
+    let call = capability_call(entry)?;
+    let capability = facts.capability(call.secret, entry.step);
+    Some((call, capability))
 }
 
 /// TC1. A capability call presenting a secret with another task or agent
 /// than the capability was issued for is refused with zero handler calls.
-pub(super) fn tc1(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    each_capability_call(run, |_, entry, call, capability| {
-        if let Some(c) = capability
-            && (c.task != call.task || c.agent != call.agent)
-        {
-            let why = format!(
-                "capability `{}` is bound to task `{}` and agent `{}`, not `{}`/`{}`",
-                c.id, c.task, c.agent, call.task, call.agent
-            );
-            refuse_capability_call(InvariantId::TC1, entry, call, &why, &mut out);
-        }
-    });
-    out
+pub(super) fn tc1(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    if let Some((call, Some(c))) = capability_call_with(facts, entry)
+        && (c.task != call.task || c.agent != call.agent)
+    {
+        let why = format!(
+            "capability `{}` is bound to task `{}` and agent `{}`, not `{}`/`{}`",
+            c.id, c.task, c.agent, call.task, call.agent
+        );
+        refuse_capability_call(InvariantId::TC1, entry, &call, &why, out);
+    }
 }
 
 /// TC2. A capability call of a tool outside the allowlist, or after the
 /// capability was successfully revoked, is refused with zero handler calls.
-pub(super) fn tc2(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut revoked: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in history {
-        if let Some((Action::RevokeCapability { capability }, _)) = ok_result(entry) {
-            revoked.entry(capability).or_insert(entry.step);
-        }
+pub(super) fn tc2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some((call, Some(c))) = capability_call_with(facts, entry) else {
+        return;
+    };
+    if let Some(at) = facts
+        .learned
+        .revoked_capabilities
+        .get(&c.id)
+        .filter(|at| **at < entry.step)
+    {
+        let why = format!("capability `{}` was revoked at step {at}", c.id);
+        refuse_capability_call(InvariantId::TC2, entry, &call, &why, out);
+    } else if !c.tools.iter().any(|t| t == call.tool) {
+        let why = format!(
+            "`{}` is not on capability `{}`'s allowlist {:?}",
+            call.tool, c.id, c.tools
+        );
+        refuse_capability_call(InvariantId::TC2, entry, &call, &why, out);
     }
-    each_capability_call(run, |_, entry, call, capability| {
-        let Some(c) = capability else { return };
-        if let Some(at) = revoked.get(c.id).filter(|at| **at < entry.step) {
-            let why = format!("capability `{}` was revoked at step {at}", c.id);
-            refuse_capability_call(InvariantId::TC2, entry, call, &why, &mut out);
-        } else if !c.tools.iter().any(|t| t == call.tool) {
-            let why = format!(
-                "`{}` is not on capability `{}`'s allowlist {:?}",
-                call.tool, c.id, c.tools
-            );
-            refuse_capability_call(InvariantId::TC2, entry, call, &why, &mut out);
-        }
-    });
-    out
+}
+
+/// The capabilities issued so far, by secret: before the entry, and by the entry itself.
+fn capabilities_through<'a>(
+    facts: &Facts<'a>,
+    entry: &'a HistoryEntry,
+) -> impl Iterator<Item = (&'a str, std::borrow::Cow<'a, Capability>)> {
+    let own = capability_issued(entry);
+    let own_secret = own.as_ref().map(|(secret, _)| *secret);
+    facts
+        .learned
+        .capabilities
+        .iter()
+        .filter(move |(secret, _)| Some(secret.as_str()) != own_secret)
+        .map(|(secret, c)| (secret.as_str(), std::borrow::Cow::Borrowed(c)))
+        .chain(own.map(|(secret, c)| (secret, std::borrow::Cow::Owned(c))))
 }
 
 /// TC3. A capability call at a clock at or past the capability's expiry is
 /// refused with zero handler calls, and the host never lists the capability
 /// with an expiry other than the one issued.
-pub(super) fn tc3(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    each_capability_call(run, |facts, entry, call, capability| {
-        if let Some(c) = capability
-            && facts.now >= c.expires_at
+pub(super) fn tc3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    if let Some((call, Some(c))) = capability_call_with(facts, entry)
+        && facts.now >= c.expires_at
+    {
+        let why = format!(
+            "capability `{}` expired at {} and the clock reads {}",
+            c.id, c.expires_at, facts.now
+        );
+        refuse_capability_call(InvariantId::TC3, entry, &call, &why, out);
+    }
+    let listed: &[ObservedCapability] = observed_of(entry).map_or(&[], |o| &o.capabilities);
+    if listed.is_empty() {
+        return;
+    }
+    let by_id: BTreeMap<String, Millis> = capabilities_through(facts, entry)
+        .map(|(_, c)| (c.id.clone(), c.expires_at))
+        .collect();
+    for listed in listed {
+        if let Some(expires_at) = by_id.get(listed.id.as_str())
+            && listed.expires_at != *expires_at
         {
-            let why = format!(
-                "capability `{}` expired at {} and the clock reads {}",
-                c.id, c.expires_at, facts.now
-            );
-            refuse_capability_call(InvariantId::TC3, entry, call, &why, &mut out);
-        }
-    });
-    let issued = capabilities(history);
-    let by_id: BTreeMap<&str, Millis> = issued.values().map(|c| (c.id, c.expires_at)).collect();
-    for entry in history {
-        for listed in observed_of(entry).iter().flat_map(|o| &o.capabilities) {
-            if let Some(expires_at) = by_id.get(listed.id.as_str())
-                && listed.expires_at != *expires_at
-            {
-                out.push(violation(
-                    InvariantId::TC3,
-                    entry.step,
-                    format!("capability `{}` is listed expiring at {} but was issued to expire at {expires_at}", listed.id, listed.expires_at),
-                    json!({"listed": listed, "issued_expires_at": expires_at}),
-                ));
-            }
+            out.push(violation(
+                InvariantId::TC3,
+                entry.step,
+                format!("capability `{}` is listed expiring at {} but was issued to expire at {expires_at}", listed.id, listed.expires_at),
+                json!({"listed": listed, "issued_expires_at": expires_at}),
+            ));
         }
     }
-    out
 }
 
 /// TC4. No capability secret appears in any answer, observation, handler
 /// call's arguments or anything the host logged (stderr, `log`
 /// notifications); the one exception is the token of the answer that
 /// issued a host-generated secret. A harness-chosen secret (the canary) is
-/// never echoed at all.
-pub(super) fn tc4(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let issued = capabilities(history);
+/// never echoed at all. The secrets looked for are those issued so far.
+pub(super) fn tc4(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let issued: Vec<(&str, std::borrow::Cow<'_, Capability>)> =
+        capabilities_through(facts, entry).collect();
     // With no secret handed out there is nothing to look for, and writing
     // out every answer and observation would cost more than every other checker.
     if issued.is_empty() {
-        return out;
+        return;
     }
-    for entry in history {
-        // Borrowed where the text is already there: a host's log can be long.
-        let mut texts: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();
-        if let Some((_, Some(result))) = action_of(entry) {
-            let mut shown = result.clone();
-            // A host-generated secret is handed over once, in its issuing answer's token.
-            let issues_host_secret = issued
-                .values()
-                .any(|c| c.issued_at_step == entry.step && c.host_generated);
-            if let (true, Some(token)) = (issues_host_secret, shown.capability.as_mut()) {
-                token.secret = None;
-            }
-            texts.push((
-                "answer",
-                serde_json::to_string(&shown).unwrap_or_default().into(),
-            ));
-        }
-        if let Some(observed) = &entry.observed {
-            texts.push((
-                "observation",
-                serde_json::to_string(observed).unwrap_or_default().into(),
-            ));
+    // Borrowed where the text is already there: a host's log can be long.
+    let mut texts: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();
+    if let Some((_, Some(result))) = action_of(entry) {
+        let mut shown = result.clone();
+        // A host-generated secret is handed over once, in its issuing answer's token.
+        let issues_host_secret = issued
+            .iter()
+            .any(|(_, c)| c.issued_at_step == entry.step && c.host_generated);
+        if let (true, Some(token)) = (issues_host_secret, shown.capability.as_mut()) {
+            token.secret = None;
         }
         texts.push((
-            "handler call arguments",
-            serde_json::to_string(&entry.evidence.handler_calls)
-                .unwrap_or_default()
-                .into(),
+            "answer",
+            serde_json::to_string(&shown).unwrap_or_default().into(),
         ));
-        // PROTOCOL.md: the secret never appears in logs, and the harness searches.
+    }
+    if let Some(observed) = &entry.observed {
         texts.push((
-            "host's log (stderr or a `log` notification)",
-            entry.evidence.host_log.as_str().into(),
+            "observation",
+            serde_json::to_string(observed).unwrap_or_default().into(),
         ));
-        for (where_, text) in texts {
-            for (secret, capability) in issued
-                .iter()
-                .filter(|(s, _)| !s.is_empty() && text.contains(**s))
-            {
-                out.push(violation(
-                    InvariantId::TC4,
-                    entry.step,
-                    format!(
-                        "the secret of capability `{}` (length {}) appears in the {where_}; it must never be echoed",
-                        capability.id,
-                        secret.len()
-                    ),
-                    json!({"where": where_, "capability": capability.id}),
-                ));
-            }
+    }
+    texts.push((
+        "handler call arguments",
+        serde_json::to_string(&entry.evidence.handler_calls)
+            .unwrap_or_default()
+            .into(),
+    ));
+    // PROTOCOL.md: the secret never appears in logs, and the harness searches.
+    texts.push((
+        "host's log (stderr or a `log` notification)",
+        entry.evidence.host_log.as_str().into(),
+    ));
+    for (where_, text) in texts {
+        for (secret, capability) in issued
+            .iter()
+            .filter(|(s, _)| !s.is_empty() && text.contains(*s))
+        {
+            out.push(violation(
+                InvariantId::TC4,
+                entry.step,
+                format!(
+                    "the secret of capability `{}` (length {}) appears in the {where_}; it must never be echoed",
+                    capability.id,
+                    secret.len()
+                ),
+                json!({"where": where_, "capability": capability.id}),
+            ));
         }
     }
-    out
 }
 
 /// Actions that may legitimately run a tool handler.
@@ -192,13 +183,17 @@ pub(super) fn dispatches_tools(entry: &HistoryEntry) -> bool {
 /// observation) runs that tool's handler again; and a capability call
 /// retried with the `call_id` of one whose handler already ran runs no
 /// handler.
-pub(super) fn tc5(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut delivery_failing = false;
-    let mut completed: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut ran_call_ids: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in history {
+#[derive(Default)]
+pub(super) struct Tc5 {
+    delivery_failing: bool,
+    /// Each tool whose handler ran while event delivery was failing, and the step.
+    completed: BTreeMap<String, usize>,
+    /// Each capability call id whose handler ran, and the step.
+    ran_call_ids: BTreeMap<String, usize>,
+}
+
+impl Checker for Tc5 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         if let Some((
             Action::CapabilityCall {
                 call_id: Some(call_id),
@@ -209,7 +204,7 @@ pub(super) fn tc5(run: &Run) -> Vec<Violation> {
         )) = action_of(entry)
         {
             let handled = handler_calls_for(&entry.evidence, tool);
-            match ran_call_ids.get(call_id.as_str()) {
+            match self.ran_call_ids.get(call_id.as_str()) {
                 Some(at) if handled > 0 => out.push(violation(
                     InvariantId::TC5,
                     entry.step,
@@ -217,14 +212,14 @@ pub(super) fn tc5(run: &Run) -> Vec<Violation> {
                     json!({"call_id": call_id, "handler_calls": handled, "completed_at": at}),
                 )),
                 None if handled > 0 => {
-                    ran_call_ids.insert(call_id, entry.step);
+                    self.ran_call_ids.insert(call_id.clone(), entry.step);
                 }
                 _ => {}
             }
         }
         if !dispatches_tools(entry) {
             for call in &entry.evidence.handler_calls {
-                if let Some(at) = completed.get(call.tool.as_str()) {
+                if let Some(at) = self.completed.get(call.tool.as_str()) {
                     out.push(violation(
                         InvariantId::TC5,
                         entry.step,
@@ -233,13 +228,15 @@ pub(super) fn tc5(run: &Run) -> Vec<Violation> {
                     ));
                 }
             }
-        } else if delivery_failing {
+        } else if self.delivery_failing {
             for call in &entry.evidence.handler_calls {
-                completed.entry(&call.tool).or_insert(entry.step);
+                if !self.completed.contains_key(&call.tool) {
+                    self.completed.insert(call.tool.clone(), entry.step);
+                }
             }
         }
         if matches!(entry.kind, StepKind::Restart) {
-            delivery_failing = false;
+            self.delivery_failing = false;
         }
         match ok_result(entry) {
             Some((
@@ -248,15 +245,14 @@ pub(super) fn tc5(run: &Run) -> Vec<Violation> {
                     ..
                 },
                 _,
-            )) => delivery_failing = true,
+            )) => self.delivery_failing = true,
             Some((
                 Action::ClearFault {
                     point: FaultPoint::EventDeliver,
                 },
                 _,
-            )) => delivery_failing = false,
+            )) => self.delivery_failing = false,
             _ => {}
         }
     }
-    out
 }

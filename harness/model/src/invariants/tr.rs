@@ -21,91 +21,82 @@ pub(super) fn reuse_target(action: &Action) -> Option<&str> {
 /// turn, tool call, delegation, receipt, resume or fork addressed to it is
 /// not successful, and no later step shows a model request for it, whoever
 /// addressed it (the harness, or another instance's model).
-pub(super) fn tr1(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    run.walk(|facts, entry| {
-        let Some((action, _)) = action_of(entry) else {
-            return;
+pub(super) fn tr1(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some((action, _)) = action_of(entry) else {
+        return;
+    };
+    let direct = reuse_target(action);
+    // Addressed by someone else: a parent's model reaching the instance
+    // through its own lifecycle tools (resume, send_input), counted at
+    // the harness's endpoint whatever the host reports about it.
+    for (instance, &requests) in &entry.evidence.model_requests {
+        let Some(state) = facts.terminal(instance) else {
+            continue;
         };
-        let direct = reuse_target(action);
-        // Addressed by someone else: a parent's model reaching the instance
-        // through its own lifecycle tools (resume, send_input), counted at
-        // the harness's endpoint whatever the host reports about it.
-        for (instance, &requests) in &entry.evidence.model_requests {
-            let Some(state) = facts.terminal(instance) else {
-                continue;
-            };
-            if requests > 0 && direct != Some(instance.as_str()) {
-                out.push(violation(
-                    InvariantId::TR1,
-                    entry.step,
-                    format!(
-                        "`{}` caused {requests} model request(s) for {state:?} instance `{instance}`; expected zero",
-                        action.method()
-                    ),
-                    json!({"model_requests": entry.evidence.model_requests}),
-                ));
-            }
-        }
-        let Some(target) = direct else {
-            return;
-        };
-        let Some(state) = facts.terminal(target) else {
-            return;
-        };
-        if succeeded(entry) {
+        if requests > 0 && direct != Some(instance.as_str()) {
             out.push(violation(
                 InvariantId::TR1,
                 entry.step,
                 format!(
-                    "`{}` addressed to {state:?} instance `{target}` succeeded; expected instance_terminal",
-                    action.method()
-                ),
-                json!({"action": action, "result": action_of(entry).and_then(|(_, r)| r)}),
-            ));
-        }
-        let requests = model_requests_for(&entry.evidence, target);
-        if requests > 0 {
-            out.push(violation(
-                InvariantId::TR1,
-                entry.step,
-                format!(
-                    "`{}` addressed to {state:?} instance `{target}` caused {requests} model request(s); expected zero",
+                    "`{}` caused {requests} model request(s) for {state:?} instance `{instance}`; expected zero",
                     action.method()
                 ),
                 json!({"model_requests": entry.evidence.model_requests}),
             ));
         }
-    });
-    out
+    }
+    let Some(target) = direct else {
+        return;
+    };
+    let Some(state) = facts.terminal(target) else {
+        return;
+    };
+    if succeeded(entry) {
+        out.push(violation(
+            InvariantId::TR1,
+            entry.step,
+            format!(
+                "`{}` addressed to {state:?} instance `{target}` succeeded; expected instance_terminal",
+                action.method()
+            ),
+            json!({"action": action, "result": action_of(entry).and_then(|(_, r)| r)}),
+        ));
+    }
+    let requests = model_requests_for(&entry.evidence, target);
+    if requests > 0 {
+        out.push(violation(
+            InvariantId::TR1,
+            entry.step,
+            format!(
+                "`{}` addressed to {state:?} instance `{target}` caused {requests} model request(s); expected zero",
+                action.method()
+            ),
+            json!({"model_requests": entry.evidence.model_requests}),
+        ));
+    }
 }
 
 /// TR2. A successful resume answers with the instance's sealed ceiling, not a
 /// ceiling derived anew (for example from the parent's current one).
-pub(super) fn tr2(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    run.walk(|facts, entry| {
-        let Some((Action::Resume { instance }, result)) = ok_result(entry) else {
-            return;
-        };
-        let (Some(effective), Some(sealed)) =
-            (&result.effective, facts.ceiling(instance.as_str()))
-        else {
-            return;
-        };
-        if effective != sealed {
-            out.push(violation(
-                InvariantId::TR2,
-                entry.step,
-                format!(
-                    "resume of `{instance}` answered an authority differing from its sealed ceiling on {:?}",
-                    differing_axes(effective, sealed)
-                ),
-                json!({"sealed": sealed, "effective": effective}),
-            ));
-        }
-    });
-    out
+pub(super) fn tr2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let Some((Action::Resume { instance }, result)) = ok_result(entry) else {
+        return;
+    };
+    let (Some(effective), Some(sealed)) = (&result.effective, facts.ceiling(instance.as_str()))
+    else {
+        return;
+    };
+    if effective != sealed {
+        out.push(violation(
+            InvariantId::TR2,
+            entry.step,
+            format!(
+                "resume of `{instance}` answered an authority differing from its sealed ceiling on {:?}",
+                differing_axes(effective, sealed)
+            ),
+            json!({"sealed": sealed, "effective": effective}),
+        ));
+    }
 }
 
 pub(super) fn differing_axes(a: &Authority, b: &Authority) -> Vec<Axis> {
@@ -121,50 +112,51 @@ pub(super) fn differing_axes(a: &Authority, b: &Authority) -> Vec<Axis> {
 /// TR3. An instance once seen terminal is observed in that same state ever
 /// after (across restarts), and an id returned for a new instance was never
 /// seen before.
-pub(super) fn tr3(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    run.walk(|facts, entry| {
-        if let Some(creation) = creation_attempt(entry) {
-            if let Some(id) = creation.created()
-                && let Some(first) = facts.first_seen(id)
+pub(super) fn tr3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    if let Some(creation) = creation_attempt(entry) {
+        if let Some(id) = creation.created()
+            && let Some(first) = facts.first_seen(id)
+        {
+            out.push(violation(
+                InvariantId::TR3,
+                entry.step,
+                format!(
+                    "new instance id `{id}` was already used at step {first}; ids are never reused"
+                ),
+                json!({"instance": id, "first_seen": first}),
+            ));
+        }
+    }
+    if let Some(observed) = observed_of(entry) {
+        for instance in &observed.instances {
+            if let Some(terminal) = facts.terminal(instance.id.as_str())
+                && instance.state != terminal
             {
                 out.push(violation(
                     InvariantId::TR3,
                     entry.step,
-                    format!("new instance id `{id}` was already used at step {first}; ids are never reused"),
-                    json!({"instance": id, "first_seen": first}),
+                    format!(
+                        "instance `{}` was {terminal:?} and is now observed {:?}; terminal states are final",
+                        instance.id, instance.state
+                    ),
+                    json!({"instance": instance.id, "was": terminal, "now": instance.state}),
                 ));
             }
         }
-        if let Some(observed) = observed_of(entry) {
-            for instance in &observed.instances {
-                if let Some(terminal) = facts.terminal(instance.id.as_str())
-                    && instance.state != terminal
-                {
-                    out.push(violation(
-                        InvariantId::TR3,
-                        entry.step,
-                        format!(
-                            "instance `{}` was {terminal:?} and is now observed {:?}; terminal states are final",
-                            instance.id, instance.state
-                        ),
-                        json!({"instance": instance.id, "was": terminal, "now": instance.state}),
-                    ));
-                }
-            }
-        }
-    });
-    out
+    }
 }
 
 /// TR4. After the step in which a close of an instance succeeded (or it was
 /// observed closed), no later step's evidence has a model request for it.
-pub(super) fn tr4(run: &Run) -> Vec<Violation> {
-    let history = run.history;
-    let mut out = Vec::new();
-    let mut closed_at: BTreeMap<&str, usize> = BTreeMap::new();
-    for entry in history {
-        for (instance, at) in &closed_at {
+#[derive(Default)]
+pub(super) struct Tr4 {
+    /// Each closed instance and the step its close was first seen.
+    closed_at: BTreeMap<String, usize>,
+}
+
+impl Checker for Tr4 {
+    fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        for (instance, at) in &self.closed_at {
             let requests = model_requests_for(&entry.evidence, instance);
             if requests > 0 {
                 out.push(violation(
@@ -177,16 +169,20 @@ pub(super) fn tr4(run: &Run) -> Vec<Violation> {
                 ));
             }
         }
+        let mut close = |instance: &str| {
+            if !self.closed_at.contains_key(instance) {
+                self.closed_at.insert(instance.to_string(), entry.step);
+            }
+        };
         if let Some((Action::Close { instance }, _)) = ok_result(entry) {
-            closed_at.entry(instance).or_insert(entry.step);
+            close(instance);
         }
         if let Some(observed) = observed_of(entry) {
             for instance in &observed.instances {
                 if instance.state == LifecycleState::Closed {
-                    closed_at.entry(&instance.id).or_insert(entry.step);
+                    close(&instance.id);
                 }
             }
         }
     }
-    out
 }

@@ -6,14 +6,20 @@ use super::*;
 /// receipt/consume, or a spawn inside a turn), no observation (also after a
 /// restart) may show an instance of that parent that no successful creation
 /// ever returned.
-pub(super) fn zc1(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let mut denied_parents: BTreeMap<&str, usize> = BTreeMap::new();
-    run.walk(|facts, entry| {
+#[derive(Default)]
+pub(super) struct Zc1 {
+    /// Each parent with a denied delegation, and the step of the first denial.
+    denied_parents: BTreeMap<String, usize>,
+}
+
+impl Checker for Zc1 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
         let attempts = creation_attempt(entry);
         for attempt in attempts.iter().filter(|c| c.is_delegation() && c.denied()) {
-            if let Some(parent) = attempt.from {
-                denied_parents.entry(parent).or_insert(entry.step);
+            if let Some(parent) = attempt.from
+                && !self.denied_parents.contains_key(parent)
+            {
+                self.denied_parents.insert(parent.to_string(), entry.step);
             }
         }
         let created: BTreeSet<&str> = attempts.iter().filter_map(Creation::created).collect();
@@ -27,7 +33,7 @@ pub(super) fn zc1(run: &Run) -> Vec<Violation> {
             if let Some(denied_at) = instance
                 .parent
                 .as_deref()
-                .and_then(|p| denied_parents.get(p))
+                .and_then(|p| self.denied_parents.get(p))
             {
                 out.push(violation(
                     InvariantId::ZC1,
@@ -41,41 +47,35 @@ pub(super) fn zc1(run: &Run) -> Vec<Violation> {
                 ));
             }
         }
-    });
-    out
+    }
 }
 
 /// ZC2. In a step whose delegation was denied and that created nothing, the
 /// model endpoint saw no request for any instance id unknown before the step.
-pub(super) fn zc2(run: &Run) -> Vec<Violation> {
-    let mut out = Vec::new();
-    run.walk(|facts, entry| {
-        let attempts = creation_attempt(entry);
-        let denied = attempts.iter().any(|c| c.is_delegation() && c.denied());
-        if !denied || attempts.iter().any(|c| c.created().is_some()) {
-            return;
+pub(super) fn zc2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    let attempts = creation_attempt(entry);
+    let denied = attempts.iter().any(|c| c.is_delegation() && c.denied());
+    if !denied || attempts.iter().any(|c| c.created().is_some()) {
+        return;
+    }
+    for (instance, count) in &entry.evidence.model_requests {
+        if *count > 0 && instance != "unattributed" && !facts.knows(instance) {
+            out.push(violation(
+                InvariantId::ZC2,
+                entry.step,
+                format!(
+                    "denied delegation, yet the model endpoint saw {count} request(s) for new instance `{instance}`; expected zero"
+                ),
+                json!({"model_requests": entry.evidence.model_requests}),
+            ));
         }
-        for (instance, count) in &entry.evidence.model_requests {
-            if *count > 0 && instance != "unattributed" && !facts.knows(instance) {
-                out.push(violation(
-                    InvariantId::ZC2,
-                    entry.step,
-                    format!(
-                        "denied delegation, yet the model endpoint saw {count} request(s) for new instance `{instance}`; expected zero"
-                    ),
-                    json!({"model_requests": entry.evidence.model_requests}),
-                ));
-            }
-        }
-    });
-    out
+    }
 }
 
 /// ZC3. Every denied answer (action, nested spawn, tool-call report) names a
 /// reason, and no successful one carries a reason. The reason's membership in
 /// the vocabulary is guaranteed by the type.
-pub(super) fn zc3(run: &Run) -> Vec<Violation> {
-    let history = run.history;
+pub(super) fn zc3(_: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
     fn visit(step: usize, result: &ActionResult, path: &str, out: &mut Vec<Violation>) {
         match (result.outcome, result.reason) {
             (Outcome::Denied, None) => out.push(violation(
@@ -110,11 +110,7 @@ pub(super) fn zc3(run: &Run) -> Vec<Violation> {
             visit(step, spawn, &format!("{path} (spawn)"), out);
         }
     }
-    let mut out = Vec::new();
-    for entry in history {
-        if let Some((action, Some(result))) = action_of(entry) {
-            visit(entry.step, result, action.method(), &mut out);
-        }
+    if let Some((action, Some(result))) = action_of(entry) {
+        visit(entry.step, result, action.method(), out);
     }
-    out
 }

@@ -15,7 +15,7 @@ use delegation_model::{
 use delegation_protocol::{Environment, InitializeParams, InitializeResult, PROTOCOL_VERSION};
 use serde_json::{Value, json};
 
-use crate::checks::{self, Violation};
+use crate::checks::{self, Checking, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
 use crate::expect_check::{StepSeen, check_expect};
 use crate::provenance::{self, InferredCheck};
@@ -170,6 +170,9 @@ struct Run<'a> {
     failures: Vec<Failure>,
     /// Expectations that held only on values the adapter declared inferred.
     held_on_inference: Vec<InferredCheck>,
+    /// The model's checkers for the scenario's ids (`delegation_model::invariants`,
+    /// where each invariant is defined), fed each new history entry once.
+    checking: Checking,
     seen_violations: BTreeSet<(InvariantId, usize, String)>,
     transcript: Transcript,
     canaries: Vec<String>,
@@ -263,6 +266,7 @@ pub async fn execute(
         setup_entries: 0,
         failures: Vec::new(),
         held_on_inference: Vec::new(),
+        checking: Checking::new(&scenario.checks),
         seen_violations: BTreeSet::new(),
         transcript: Transcript::default(),
         canaries: Vec::new(),
@@ -932,9 +936,11 @@ impl Run<'_> {
         out
     }
 
-    /// Runs the checkers for the scenario's ids and keeps only violations not reported before.
+    /// Runs the checkers for the scenario's ids over the entries recorded
+    /// since the last check, and keeps only violations not reported before
+    /// (a checker may find the same fault twice in one step).
     fn check_invariants(&mut self, index: usize, mark: &WorldMark) {
-        let mut violations = checks::check_invariants(&self.scenario.checks, &self.history);
+        let mut violations = self.checking.take_new(&self.history);
         if let Some(entry) = self.history.last() {
             for path in checks::canary_hits(entry, &self.canaries) {
                 violations.push(Violation {
