@@ -244,7 +244,10 @@ async fn run_once(
     let (_keep, interrupt) = tokio::sync::watch::channel(false);
     let report = delegation_runner::run(
         scenarios.to_vec(),
-        Arc::new(ReferenceLauncher { defect }),
+        Arc::new(ReferenceLauncher {
+            defect,
+            ..Default::default()
+        }),
         Arc::new(ObserverWorlds),
         RunOptions {
             jobs,
