@@ -248,7 +248,10 @@ fn launcher_for(args: &FuzzArgs, exec: &ExecOptions) -> anyhow::Result<Arc<dyn H
             };
             crate::launcher(Some(&host.command), exec.step_deadline, &expectations)?
         }
-        (None, defect) => Arc::new(ReferenceLauncher { defect }),
+        (None, defect) => Arc::new(ReferenceLauncher {
+            defect,
+            ..Default::default()
+        }),
     })
 }
 

@@ -103,6 +103,13 @@ struct RunArgs {
     /// Wall-time budget of one step, in milliseconds (1 to 86400000, a day).
     #[arg(long, default_value_t = 30_000, value_name = "MS", value_parser = parse_step_timeout_ms)]
     step_timeout_ms: u64,
+    /// Hold no scripted model reply longer than this (milliseconds; 0 holds
+    /// none). A hold gives a host that works on after it answered the time
+    /// to show it; a host that answers only when an action's work is done
+    /// does not need it. Default: none for the embedded reference host,
+    /// every hold as scripted for `--host`.
+    #[arg(long, value_name = "MS")]
+    max_model_hold_ms: Option<u64>,
     /// Fail the run (exit 2) unless at least N scenarios really ran (pass,
     /// fail, error, unverified or inconclusive; not unsupported): a CI gate
     /// against an adapter that quietly stops declaring what it can do.
@@ -256,6 +263,9 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
     if let Some(file) = expectations_file {
         conformance = conformance.expectations(file);
+    }
+    if let Some(ms) = args.max_model_hold_ms {
+        conformance = conformance.max_model_hold(Some(Duration::from_millis(ms)));
     }
     if let Some(name) = args
         .host

@@ -239,14 +239,17 @@ async fn run_once(
     defect: Option<Defect>,
     jobs: usize,
 ) -> anyhow::Result<RunReport> {
-    let outcome = Conformance::launcher(Arc::new(ReferenceLauncher { defect }))
-        .scenarios(scenarios.to_vec())
-        // The order the caller chose (seed 0) is kept: a kill matrix must
-        // not depend on a random seed.
-        .seed(0)
-        .jobs(jobs)
-        .run()
-        .await?;
+    let outcome = Conformance::launcher(Arc::new(ReferenceLauncher {
+        defect,
+        ..Default::default()
+    }))
+    .scenarios(scenarios.to_vec())
+    // The order the caller chose (seed 0) is kept: a kill matrix must
+    // not depend on a random seed.
+    .seed(0)
+    .jobs(jobs)
+    .run()
+    .await?;
     Ok(outcome.report)
 }
 

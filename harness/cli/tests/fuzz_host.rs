@@ -48,6 +48,7 @@ fn failures_on_mutant(dir: &Path, defect: Defect) -> usize {
             scenarios,
             Arc::new(ReferenceLauncher {
                 defect: Some(defect),
+                ..Default::default()
             }),
             Arc::new(ObserverWorlds),
             RunOptions::default(),

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use delegation_host::reference::EMBEDDED_AUTHORIZER_TIMEOUT;
 use delegation_host::{HostLauncher, ProcessLauncher, ReferenceLauncher};
 use delegation_model::InvariantId;
 use delegation_protocol::exit_code;
@@ -55,6 +56,9 @@ pub struct Conformance {
     snapshots: Option<PathBuf>,
     interrupt: Option<tokio::sync::watch::Receiver<bool>>,
     rerun_host: Option<String>,
+    /// `None`: the host's default (no hold for the embedded reference host,
+    /// every hold as scripted for any other).
+    max_model_hold: Option<Option<Duration>>,
 }
 
 impl Conformance {
@@ -74,6 +78,7 @@ impl Conformance {
             snapshots: None,
             interrupt: None,
             rerun_host: None,
+            max_model_hold: None,
         }
     }
 
@@ -144,6 +149,15 @@ impl Conformance {
     /// it was chosen by a name rather than the command line it resolves to.
     pub fn rerun_host_as(mut self, name: impl Into<String>) -> Conformance {
         self.rerun_host = Some(name.into());
+        self
+    }
+
+    /// The longest a scripted model reply is held (`--max-model-hold-ms`);
+    /// `None` holds each as written. See [`RunOptions::max_model_hold`]: the
+    /// embedded reference host holds none unless told otherwise, any other
+    /// host every one.
+    pub fn max_model_hold(mut self, longest: Option<Duration>) -> Conformance {
+        self.max_model_hold = Some(longest);
         self
     }
 
@@ -219,7 +233,10 @@ impl Conformance {
             None => Expectations::default(),
         };
         let launcher: Arc<dyn HostLauncher> = match &self.host {
-            HostSpec::Reference => Arc::new(ReferenceLauncher::default()),
+            HostSpec::Reference => Arc::new(ReferenceLauncher {
+                authorizer_timeout: EMBEDDED_AUTHORIZER_TIMEOUT,
+                ..ReferenceLauncher::default()
+            }),
             HostSpec::Launcher(l) => l.clone(),
             HostSpec::Command(command) => {
                 process_launcher(command, self.step_deadline, &expectations)
@@ -238,6 +255,12 @@ impl Conformance {
             exec: ExecOptions {
                 step_deadline: self.step_deadline,
             },
+            // The embedded host does all of an action's work before it
+            // answers: a hold would only be waited out.
+            max_model_hold: self.max_model_hold.unwrap_or(match self.host {
+                HostSpec::Reference => Some(Duration::ZERO),
+                _ => None,
+            }),
             expectations,
             snapshots: self.snapshots.clone(),
             rerun: crate::report::Rerun {
@@ -486,6 +509,7 @@ mod tests {
     fn a_broken_host_exits_with_violations_and_its_failures_are_failed_tests() {
         let mutant = ReferenceLauncher {
             defect: Some(delegation_host::mutants::Defect::FollowupAfterClose),
+            ..Default::default()
         };
         let outcome = Conformance::launcher(Arc::new(mutant))
             .catalogue(catalogue())

@@ -567,6 +567,7 @@ mod tests {
         passes(&ops).await;
         let mutant = delegation_host::ReferenceLauncher {
             defect: Some(delegation_host::mutants::Defect::ReceiptParentNotChecked),
+            ..Default::default()
         };
         let (t, result) = run_ops(&ops, &mutant, &exec()).await;
         let CaseResult::Fail { step, message } = result else {
@@ -602,6 +603,7 @@ mod tests {
         fuzz_reference_host(&bytes);
         let mutant = delegation_host::ReferenceLauncher {
             defect: Some(delegation_host::mutants::Defect::FollowupAfterClose),
+            ..Default::default()
         };
         let panic = std::panic::catch_unwind(|| fuzz_host(&bytes, &mutant))
             .expect_err("the mutant host must make the body panic");

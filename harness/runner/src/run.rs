@@ -16,7 +16,7 @@ use crate::execute::{ExecOptions, Execution, RawOutcome, execute};
 use crate::expectations::{Expectations, Expected};
 use crate::provenance::InferredCheck;
 use crate::resources::DescriptorWatch;
-use crate::scenario::Scenario;
+use crate::scenario::{ModelEndpointStep, Scenario, StepAction};
 use crate::snapshot;
 use crate::verdict::{ScenarioResult, Summary, Verdict};
 use crate::world::WorldFactory;
@@ -37,6 +37,12 @@ pub struct RunOptions {
     /// than its command line) and the expectations file. A host left `None`
     /// is named by its launcher's description.
     pub rerun: crate::report::Rerun,
+    /// The longest a scripted model reply is held (`delay_ms`); `None` holds
+    /// each as written. A hold is a window in which a host that works on
+    /// after it answered would show it; a host that answers only once all of
+    /// an action's work is done (the embedded reference host) gains nothing
+    /// from it, and the run can spare the wait.
+    pub max_model_hold: Option<std::time::Duration>,
 }
 
 impl Default for RunOptions {
@@ -48,8 +54,28 @@ impl Default for RunOptions {
             expectations: Expectations::default(),
             snapshots: None,
             rerun: crate::report::Rerun::default(),
+            max_model_hold: None,
         }
     }
+}
+
+/// `scenario` with every scripted model reply held at most `longest`
+/// (`RunOptions::max_model_hold`); what it checks is unchanged.
+pub fn with_model_holds_capped(scenario: &Scenario, longest: std::time::Duration) -> Scenario {
+    let longest = u64::try_from(longest.as_millis()).unwrap_or(u64::MAX);
+    let cap = |rules: &mut Vec<crate::scenario::ModelRuleSpec>| {
+        for rule in rules {
+            rule.delay_ms = rule.delay_ms.min(longest);
+        }
+    };
+    let mut capped = scenario.clone();
+    cap(&mut capped.setup.model);
+    for step in &mut capped.steps {
+        if let StepAction::ModelEndpoint(ModelEndpointStep::Rules(rules)) = &mut step.action {
+            cap(rules);
+        }
+    }
+    capped
 }
 
 /// After this many scenarios in a row whose host could not be started or
@@ -164,8 +190,11 @@ pub async fn run(
             });
             let mark = descriptors.mark();
             let watched = FaultWatch::new(worlds.clone());
+            let held = options
+                .max_model_hold
+                .map(|longest| with_model_holds_capped(&scenario, longest));
             let mut execution = execute(
-                &scenario,
+                held.as_ref().unwrap_or(&scenario),
                 launcher.as_ref(),
                 &watched,
                 &options.exec,

@@ -78,7 +78,10 @@ impl FuzzRow {
 /// Fuzzes one host for the budget; a finding is shrunk and replayed.
 pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
     let exec = ExecOptions::default();
-    let launcher = ReferenceLauncher { defect };
+    let launcher = ReferenceLauncher {
+        defect,
+        ..Default::default()
+    };
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let outcome = search(

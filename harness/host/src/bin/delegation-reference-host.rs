@@ -5,7 +5,9 @@
 //! (without answering) when the crash fault fires, as a real host would die.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use delegation_host::reference::AUTHORIZER_TIMEOUT;
 use delegation_host::{Host, HostError, ReferenceHost};
 use delegation_model::Action;
 use delegation_protocol::InitializeParams;
@@ -33,7 +35,8 @@ async fn main() {
     let store_dir = std::env::var_os("DELEGATION_STORE_DIR")
         .map(PathBuf::from)
         .unwrap_or_default();
-    let mut host = ReferenceHost::with_defect(&store_dir, defect_from_args());
+    let mut host = ReferenceHost::with_defect(&store_dir, defect_from_args())
+        .with_authorizer_timeout(authorizer_timeout_from_env());
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let mut stdout = tokio::io::stdout();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -116,6 +119,27 @@ fn defect_from_args() -> Option<delegation_host::mutants::Defect> {
         other => {
             eprintln!(
                 "delegation-reference-host: unexpected arguments {other:?}; it takes none (speaks JSON-RPC on stdio)"
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+/// `DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS`: the wall-clock bound on an
+/// authorizer call, for runs that want a scripted timeout waited out sooner
+/// than the default 1.5 s. A value that is not a whole number of
+/// milliseconds from 1 up exits 2 naming the variable.
+fn authorizer_timeout_from_env() -> Duration {
+    const VAR: &str = "DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS";
+    let Some(raw) = std::env::var_os(VAR) else {
+        return AUTHORIZER_TIMEOUT;
+    };
+    match raw.to_str().and_then(|s| s.trim().parse::<u64>().ok()) {
+        Some(ms) if ms >= 1 => Duration::from_millis(ms),
+        _ => {
+            eprintln!(
+                "delegation-reference-host: {VAR}={raw:?} is not a timeout; give whole milliseconds from 1 up (default {})",
+                AUTHORIZER_TIMEOUT.as_millis()
             );
             std::process::exit(2);
         }

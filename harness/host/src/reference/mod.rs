@@ -32,8 +32,15 @@ use crate::mutants::{self, Defect};
 use crate::{Host, HostError, HostLauncher};
 use store::SqliteJournal;
 
-/// How long the reference host waits for the authorizer before it counts as timed out (fail closed).
+/// How long the reference host waits for the authorizer before it counts as
+/// timed out (fail closed), unless it is told otherwise
+/// ([`ReferenceLauncher::authorizer_timeout`], the stdio binary's
+/// `DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS`).
 pub const AUTHORIZER_TIMEOUT: Duration = Duration::from_millis(1_500);
+/// The authorizer timeout of the embedded host a conformance run starts:
+/// short, because a scripted timeout is waited out in real time, and still
+/// two orders of magnitude above an in-process authorizer's answer.
+pub const EMBEDDED_AUTHORIZER_TIMEOUT: Duration = Duration::from_millis(250);
 /// How long it waits for one model turn.
 pub const MODEL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -85,6 +92,8 @@ pub struct ReferenceHost {
     defect: Option<Defect>,
     /// Defect queued-followup-after-close: refused follow-ups (instance, input); always empty otherwise.
     queued: Vec<(String, String)>,
+    /// How long an authorizer call may take before it counts as timed out.
+    authorizer_timeout: Duration,
 }
 
 impl ReferenceHost {
@@ -102,7 +111,14 @@ impl ReferenceHost {
             crashed: false,
             defect,
             queued: Vec::new(),
+            authorizer_timeout: AUTHORIZER_TIMEOUT,
         }
+    }
+
+    /// The same host with another wall-clock bound on each authorizer call.
+    pub fn with_authorizer_timeout(mut self, timeout: Duration) -> ReferenceHost {
+        self.authorizer_timeout = timeout;
+        self
     }
 
     /// Whether the crash fault fired; the stdio binary exits when it has.
@@ -159,6 +175,7 @@ struct ReferenceIo<'r> {
     defect: Option<Defect>,
     /// Defect queued-followup-after-close: refused follow-ups (instance, input); always empty otherwise.
     queued: &'r mut Vec<(String, String)>,
+    authorizer_timeout: Duration,
 }
 
 impl ReferenceIo<'_> {
@@ -304,13 +321,14 @@ impl Effects for ReferenceIo<'_> {
                 .post(format!("{}/authorize", url.trim_end_matches('/')))
                 .json(call.request)
                 .send();
-            match tokio::time::timeout(AUTHORIZER_TIMEOUT, sent).await {
+            let timeout = self.authorizer_timeout;
+            match tokio::time::timeout(timeout, sent).await {
                 Err(_) => AuthorizerAnswer::TimedOut,
                 Ok(Err(e)) => AuthorizerAnswer::Unavailable(e.to_string()),
                 Ok(Ok(resp)) if !resp.status().is_success() => {
                     AuthorizerAnswer::Unavailable(format!("HTTP {}", resp.status()))
                 }
-                Ok(Ok(resp)) => match tokio::time::timeout(AUTHORIZER_TIMEOUT, resp.text()).await {
+                Ok(Ok(resp)) => match tokio::time::timeout(timeout, resp.text()).await {
                     Ok(Ok(text)) => AuthorizerAnswer::Body(text),
                     Ok(Err(e)) => AuthorizerAnswer::Unavailable(e.to_string()),
                     Err(_) => AuthorizerAnswer::TimedOut,
@@ -448,6 +466,7 @@ impl Host for ReferenceHost {
             http: &self.http,
             defect: run.defect,
             queued: &mut self.queued,
+            authorizer_timeout: self.authorizer_timeout,
         };
         let mut core = Core {
             state: &mut run.state,
@@ -488,16 +507,37 @@ impl Host for ReferenceHost {
 }
 
 /// Starts in-process reference hosts; `ReferenceLauncher::default()` is the correct host.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReferenceLauncher {
     /// A deliberate bug every launched host carries (`selftest`'s mutants).
     pub defect: Option<Defect>,
+    /// Each launched host's wall-clock bound on an authorizer call.
+    pub authorizer_timeout: Duration,
+}
+
+impl Default for ReferenceLauncher {
+    fn default() -> Self {
+        ReferenceLauncher::with_defect(None)
+    }
+}
+
+impl ReferenceLauncher {
+    /// Hosts carrying `defect` (`None`: the correct host), with the default authorizer timeout.
+    pub fn with_defect(defect: Option<Defect>) -> ReferenceLauncher {
+        ReferenceLauncher {
+            defect,
+            authorizer_timeout: AUTHORIZER_TIMEOUT,
+        }
+    }
 }
 
 #[async_trait]
 impl HostLauncher for ReferenceLauncher {
     async fn launch(&self, store_dir: &Path) -> Result<Box<dyn Host>, HostError> {
-        Ok(Box::new(ReferenceHost::with_defect(store_dir, self.defect)))
+        Ok(Box::new(
+            ReferenceHost::with_defect(store_dir, self.defect)
+                .with_authorizer_timeout(self.authorizer_timeout),
+        ))
     }
 
     fn describe(&self) -> String {

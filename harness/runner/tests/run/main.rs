@@ -5,6 +5,7 @@ mod expectations;
 mod fake;
 mod provenance;
 mod reference;
+mod timing;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

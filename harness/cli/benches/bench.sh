@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+#! Every speed figure of the harness in one run, printed as one table: the catalogue in-process and over stdio (--jobs 1 and 2), the protocol's round trip against a raw pipe, host fuzzing operations/s, model_sequence inputs/s.
+# Usage: harness/cli/benches/bench.sh [--fuzz-seconds N]   (release build; CARGO_TARGET_DIR is honoured)
+#
+# Why one script: the figures move together with the machine's load, so they
+# are only comparable when measured in one sitting; the load average before
+# and after is printed with them. Wall times are whole CLI runs (seconds
+# long, real observers, real hosts); the round trip and the model target's
+# rate are criterion's means (`cargo bench`), read from its estimates.
+#
+# The stdio reference host runs with the same shortened waits as the embedded
+# one: no scripted model hold (`--max-model-hold-ms 0`: it answers only after
+# all of an action's work) and a 250 ms authorizer timeout
+# (DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS), so both columns measure the
+# harness and the host, not sleeps.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+fuzz_seconds=10
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --fuzz-seconds) fuzz_seconds="${2:?--fuzz-seconds needs a number of seconds}"; shift 2 ;;
+        *) echo "bench.sh: unknown argument '$1'; it takes --fuzz-seconds N" >&2; exit 2 ;;
+    esac
+done
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+bin="$target/release"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+
+echo "building (release) ..." >&2
+cargo build --release -q -p delegation-harness -p delegation-host --bins
+cargo bench -q --no-run -p delegation-host --bench process_round_trip 2>/dev/null
+cargo bench -q --no-run -p delegation-model --bench fuzz_sequence 2>/dev/null
+
+scenarios=$(ls scenarios/*/[0-9]*.json | wc -l)
+load_before="$(uptime | sed 's/.*load average: //')"
+rows="$out/rows"
+: > "$rows"
+row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$rows"; }
+
+export DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS=250
+catalogue() {
+    local label="$1" jobs="$2"; shift 2
+    local report="$out/catalogue-$jobs-$RANDOM.json" status times
+    echo 0 > "$out/status"
+    # bash's `time`: wall, and the CPU of the harness and every host process it waited for.
+    times=$( { TIMEFORMAT='%R %U %S'; time "$bin/delegation-harness" run --seed 1 --jobs "$jobs" \
+        --report "json=$report" "$@" > /dev/null 2>&1 || echo $? > "$out/status"; } 2>&1 )
+    status=$(cat "$out/status")
+    local detail
+    detail=$(python3 - "$report" "$status" $times <<'PY'
+import json, sys
+report, status, wall, user, system = sys.argv[1:6]
+results = json.load(open(report))["scenarios"]
+slow = sorted(results, key=lambda r: -r["duration"])
+over = [r for r in results if r["duration"] > 100]
+verdicts = {}
+for r in results:
+    verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+median = sorted(r["duration"] for r in results)[len(results) // 2]
+cpu = float(user) + float(system)
+print(f"CPU {cpu:.1f} s ({cpu * 1000 / len(results):.1f} ms a scenario); exit {status}; "
+      f"{', '.join(f'{n} {v}' for v, n in sorted(verdicts.items()))}; "
+      f"median {median} ms, slowest {slow[0]['id'].split('-')[0]} {slow[0]['duration']} ms, {len(over)} over 100 ms")
+PY
+)
+    row "$label" "$(printf '%.2f s' "$(echo "$times" | cut -d' ' -f1)")" "$detail"
+}
+
+echo "catalogue runs ..." >&2
+catalogue "catalogue, in-process, --jobs 1" 1
+catalogue "catalogue, in-process, --jobs 2" 2
+stdio=(--host "$bin/delegation-reference-host" --max-model-hold-ms 0)
+catalogue "catalogue, over stdio, --jobs 1" 1 "${stdio[@]}"
+catalogue "catalogue, over stdio, --jobs 2" 2 "${stdio[@]}"
+
+echo "host fuzzing, ${fuzz_seconds} s each ..." >&2
+fuzz() {
+    local label="$1"; shift
+    local summary="$out/fuzz-$RANDOM.json"
+    "$bin/delegation-harness" fuzz --seed 11 --cases 1000000 --max-ops 48 --time "$fuzz_seconds" \
+        --out "$out/findings" --summary "$summary" "$@" > /dev/null
+    row "$label" "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['operations']/d['seconds']:,.0f} ops/s\")" "$summary")" \
+        "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['cases']} cases, {d['operations']} operations in {d['seconds']:.1f} s\")" "$summary")"
+}
+fuzz "host fuzzing, in-process"
+fuzz "host fuzzing, over stdio" --host "$bin/delegation-reference-host"
+
+# Criterion's mean of one benchmark, in nanoseconds per iteration.
+mean_ns() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate'])" "$target/criterion/$1/new/estimates.json"; }
+
+echo "criterion: protocol round trip ..." >&2
+cargo bench -q -p delegation-host --bench process_round_trip -- --warm-up-time 1 --measurement-time 4 --noplot > /dev/null 2>&1
+process=$(mean_ns round_trip/process_host_state_observe)
+pipe=$(mean_ns round_trip/raw_pipe_cat)
+codec=$(mean_ns round_trip/codec_only)
+row "no-op round trip, process host" "$(printf '%.1f us' "$(echo "$process / 1000" | bc -l)")" \
+    "$(printf '%.2fx the raw pipe (goal: within 1.5x)' "$(echo "$process / $pipe" | bc -l)")"
+row "round trip, raw pipe to cat" "$(printf '%.1f us' "$(echo "$pipe / 1000" | bc -l)")" "same run, same request bytes"
+row "round trip, codec only" "$(printf '%.2f us' "$(echo "$codec / 1000" | bc -l)")" "encode the request, decode and type an answer"
+
+echo "criterion: model_sequence ..." >&2
+cargo bench -q -p delegation-model --bench fuzz_sequence -- --warm-up-time 1 --measurement-time 4 --noplot > /dev/null 2>&1
+for name in committed_seeds max_ops_inputs; do
+    ns=$(mean_ns "fuzz_model_sequence/$name")
+    inputs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['throughput']['Elements'])" "$target/criterion/fuzz_model_sequence/$name/new/benchmark.json")
+    row "model_sequence, $name" "$(printf "%'.0f inputs/s" "$(echo "$inputs * 1000000000 / $ns" | bc -l)")" "plain build, $inputs inputs per iteration"
+done
+
+load_after="$(uptime | sed 's/.*load average: //')"
+echo
+echo "== $scenarios scenarios, release build, $(nproc) cores; load average before: $load_before; after: $load_after"
+awk -F'\t' '{ printf "| %-36s | %16s | %s |\n", $1, $2, $3 }' "$rows"
