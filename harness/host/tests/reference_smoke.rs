@@ -75,7 +75,8 @@ async fn run_sequence(launcher: &dyn HostLauncher, store: &Path) -> Vec<Seen> {
             "name": "probe.write_note",
             "description": "Writes a note",
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-        }),
+        })
+        .into(),
         result: "noted".into(),
     }])
     .await

@@ -19,7 +19,7 @@ use delegation_model::authority::{
     ActionClass, AdmissionError, ApprovalPolicy, Authority, AuthorityRequest, Sandbox,
 };
 use delegation_model::decisions::{Correct, Decisions, SharedDecisions};
-use delegation_model::digest::{ToolDefinition, digest_value};
+use delegation_model::digest::{ToolDefinition, digest_value, sha256_hex};
 use delegation_model::eligibility::Eligibility;
 use delegation_model::state::{
     Admission, ApprovalRecord, Denial, HostState, InstanceRecord, Journal,
@@ -158,6 +158,8 @@ defects! {
         "the model's own resume tool (codex's resume_agent) reopens a closed child, so the input its model sends next reaches the model";
     ModelWaitRunsTurn, "model-wait-runs-turn", LW1,
         "the model's own wait tool (codex's wait_agent) nudges an idle child with an empty input to collect its status, so the wait costs a model request for the child";
+    DigestOverReceivedBytes, "digest-over-received-bytes", SD2,
+        "the tool digest is taken over the definition's bytes as received, not its RFC 8785 form, so the same definition written another way (key order, `1e1` for `10.0`, an escape) counts as drift, and a seal never matches the digest the model was shown";
     ChildApprovalWidened, "child-approval-widened", CE1,
         "a child is admitted with an approval policy that asks a person for nothing, so what its parent must ask for runs unasked in the child (opencode 1.18.33 copies only a parent's deny rules into a child)";
 }
@@ -240,6 +242,14 @@ impl Mutant {
         }
         digest_value(&raw).unwrap_or_else(|e| format!("invalid:{e}"))
     }
+
+    /// `digest-over-received-bytes`: SHA-256 of the text as it arrived.
+    fn digest_of_received_bytes(def: &ToolDefinition) -> String {
+        match &def.received {
+            Some(text) => sha256_hex(text.as_bytes()),
+            None => def.digest.clone(),
+        }
+    }
 }
 
 impl Decisions for Mutant {
@@ -248,6 +258,7 @@ impl Decisions for Mutant {
             // A served name counts as a match.
             Defect::ToolsBoundByName => true,
             Defect::DescriptionNotDigested => Self::digest_without_description(live) == sealed,
+            Defect::DigestOverReceivedBytes => Self::digest_of_received_bytes(live) == sealed,
             _ => Correct.sealed_tool_matches(sealed, live),
         }
     }
@@ -255,6 +266,9 @@ impl Decisions for Mutant {
     fn sealed_digest(&self, live: &ToolDefinition) -> String {
         if self.is(Defect::DescriptionNotDigested) {
             return Self::digest_without_description(live);
+        }
+        if self.is(Defect::DigestOverReceivedBytes) {
+            return Self::digest_of_received_bytes(live);
         }
         Correct.sealed_digest(live)
     }
