@@ -16,7 +16,8 @@ fn sequence() -> Vec<Action> {
         sandbox: Sandbox::WorkspaceWrite {
             writable_roots: [NormalPath::parse("/w/repo").unwrap()].into(),
             network: false,
-        },
+        }
+        .into(),
         approval_policy: ApprovalPolicy::OnRequest,
         tools: vec!["probe.read".into(), "probe.note".into()],
         cwd: "/w/repo".into(),
@@ -33,7 +34,7 @@ fn sequence() -> Vec<Action> {
     };
     let wide = SpawnRequest {
         authority: AuthorityRequest {
-            sandbox: Some(Sandbox::FullAccess),
+            sandbox: Some(Sandbox::FullAccess.into()),
             ..AuthorityRequest::default()
         },
         ..child.clone()
