@@ -30,6 +30,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::Notify;
 
 /// How long `close` waits for the session to end before giving up on it.
@@ -64,6 +65,13 @@ pub enum McpClientError {
         tool: String,
         text: String,
     },
+}
+
+/// One listed tool: what it means and the text it arrived as.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedTool {
+    pub value: Value,
+    pub text: String,
 }
 
 /// A connected session with one MCP server.
@@ -123,6 +131,16 @@ impl McpClient {
     /// Lists tools, following `nextCursor`; returns each definition as the
     /// raw JSON object the server sent, every field kept.
     pub async fn list_tools(&self) -> Result<Vec<Value>, McpClientError> {
+        Ok(self
+            .list_tools_as_sent()
+            .await?
+            .into_iter()
+            .map(|t| t.value)
+            .collect())
+    }
+
+    /// [`McpClient::list_tools`], each definition with the text it arrived as.
+    pub async fn list_tools_as_sent(&self) -> Result<Vec<ListedTool>, McpClientError> {
         let _one_at_a_time = self.listing.lock().await;
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
@@ -146,9 +164,9 @@ impl McpClient {
                 }))
                 .await
                 .map_err(|e| self.request_error("tools/list", e))?;
-            let captured: Vec<Result<Value, String>> =
+            let captured: Vec<Result<(Value, Vec<String>), String>> =
                 self.tap.lock().captured.drain().map(|(_, v)| v).collect();
-            let result = match captured.as_slice() {
+            let (result, texts) = match captured.as_slice() {
                 [Ok(result)] => result.clone(),
                 [Err(detail)] => return Err(self.raw_error(detail.clone())),
                 [] => {
@@ -169,7 +187,17 @@ impl McpClient {
                 .ok_or_else(|| {
                     self.raw_error(format!("`result.tools` is not an array in {result}"))
                 })?;
-            tools.extend(page.iter().cloned());
+            if texts.len() != page.len() {
+                return Err(self.raw_error(format!(
+                    "{} definitions but {} texts in one answer",
+                    page.len(),
+                    texts.len()
+                )));
+            }
+            tools.extend(page.iter().zip(texts).map(|(value, text)| ListedTool {
+                value: value.clone(),
+                text,
+            }));
             match result.get("nextCursor") {
                 Some(Value::String(next)) => cursor = Some(next.clone()),
                 None | Some(Value::Null) => return Ok(tools),
@@ -300,8 +328,9 @@ impl ClientHandler for Listener {
 struct TapState {
     /// Ids of `tools/list` requests sent and not yet answered.
     pending: HashSet<String>,
-    /// The answer's `result` as sent, or why it cannot be digested exactly.
-    captured: HashMap<String, Result<Value, String>>,
+    /// The answer's `result` as sent with the text of each of its
+    /// `tools`, or why it cannot be digested exactly.
+    captured: HashMap<String, Result<(Value, Vec<String>), String>>,
 }
 
 #[derive(Default)]
@@ -340,7 +369,7 @@ impl Tap {
         // parties digest different definitions from the same bytes.
         let captured = match parse_strict(data) {
             Ok(mut strict) => match strict.get_mut("result").map(Value::take) {
-                Some(result) => Ok(result),
+                Some(result) => Ok((result, tool_texts(data))),
                 None => Err(format!("the answer has no `result`: {data}")),
             },
             Err(e) => Err(e.to_string()),
@@ -365,6 +394,23 @@ impl Tap {
             );
         }
     }
+}
+
+/// The text of each element of `result.tools` in one answer, as sent.
+fn tool_texts(data: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Answer<'a> {
+        #[serde(borrow)]
+        result: Listing<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Listing<'a> {
+        #[serde(borrow, default)]
+        tools: Vec<&'a RawValue>,
+    }
+    serde_json::from_str::<Answer>(data)
+        .map(|a| a.result.tools.iter().map(|t| t.get().to_string()).collect())
+        .unwrap_or_default()
 }
 
 /// The same key `RequestId`'s `Display` gives, from a raw `id` value.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use delegation_host::mcp_client::{McpClient, McpClientError};
 use delegation_model::{HandlerCall, ToolDefinition};
-use delegation_observers::tool_server::{ToolServer, ToolSpec};
+use delegation_observers::tool_server::{DefinitionText, ToolServer, ToolSpec};
 use serde_json::{Value, json};
 
 /// A hang guard, not a timing assertion.
@@ -41,11 +41,11 @@ fn shell() -> Value {
 async fn start() -> ToolServer {
     ToolServer::start(vec![
         ToolSpec {
-            definition: read_file(),
+            definition: read_file().into(),
             result: "file contents".into(),
         },
         ToolSpec {
-            definition: shell(),
+            definition: shell().into(),
             result: "exit 0".into(),
         },
     ])
@@ -67,6 +67,33 @@ fn digest_of(tools: &[Value], name: &str) -> String {
     ToolDefinition::from_value(def.clone())
         .expect("a listed definition digests")
         .digest
+}
+
+#[tokio::test]
+async fn each_listed_tool_keeps_the_text_it_arrived_as() {
+    let written =
+        r#"{"name":"t","inputSchema":{"maximum":1e1,"minimum":10.0},"description":"caf\u00e9"}"#;
+    let server = ToolServer::start(vec![ToolSpec {
+        definition: DefinitionText::parse(written).unwrap(),
+        result: String::new(),
+    }])
+    .await
+    .expect("tool server starts");
+    let client = connect(&server).await;
+    let listed = guarded("list", client.list_tools_as_sent())
+        .await
+        .expect("list_tools_as_sent");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].text, written, "the bytes as the server sent them");
+    assert_eq!(listed[0].value["description"], "café");
+    // Control: the canonical digest does not depend on how it was written.
+    let canonical = ToolDefinition::from_value(listed[0].value.clone()).unwrap();
+    let reordered = ToolDefinition::from_text(
+        r#"{"description":"café","inputSchema":{"minimum":10,"maximum":10},"name":"t"}"#,
+    )
+    .unwrap();
+    assert_eq!(canonical.digest, reordered.digest);
+    server.shutdown().await;
 }
 
 #[tokio::test]
@@ -228,7 +255,7 @@ async fn an_added_tool_is_listed_last_and_callable() {
         json!({"name": "fetch", "description": "GET a URL.", "inputSchema": {"type": "object"}});
     server
         .add(ToolSpec {
-            definition: extra.clone(),
+            definition: extra.clone().into(),
             result: "200 OK".into(),
         })
         .expect("add");

@@ -25,7 +25,8 @@ fn root() -> Action {
         sandbox: Sandbox::WorkspaceWrite {
             writable_roots: [NormalPath::parse("/w/repo").unwrap()].into(),
             network: false,
-        },
+        }
+        .into(),
         approval_policy: ApprovalPolicy::OnRequest,
         tools: vec!["probe.write_note".into()],
         cwd: "/w/repo".into(),
@@ -39,7 +40,7 @@ fn child(sandbox: Option<Sandbox>) -> SpawnRequest {
         role: "worker".into(),
         task: "CHILD_TASK".into(),
         authority: AuthorityRequest {
-            sandbox,
+            sandbox: sandbox.map(Into::into),
             ..AuthorityRequest::default()
         },
         model: None,
@@ -75,7 +76,8 @@ async fn run_sequence(launcher: &dyn HostLauncher, store: &Path) -> Vec<Seen> {
             "name": "probe.write_note",
             "description": "Writes a note",
             "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-        }),
+        })
+        .into(),
         result: "noted".into(),
     }])
     .await

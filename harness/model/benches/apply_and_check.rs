@@ -18,7 +18,8 @@ fn sequence() -> Vec<Action> {
         sandbox: Sandbox::WorkspaceWrite {
             writable_roots: [NormalPath::parse("/w/repo").unwrap()].into(),
             network: false,
-        },
+        }
+        .into(),
         approval_policy: ApprovalPolicy::OnRequest,
         tools: vec!["probe.read".into(), "probe.note".into()],
         cwd: "/w/repo".into(),
@@ -35,7 +36,7 @@ fn sequence() -> Vec<Action> {
     };
     let wide = SpawnRequest {
         authority: AuthorityRequest {
-            sandbox: Some(Sandbox::FullAccess),
+            sandbox: Some(Sandbox::FullAccess.into()),
             ..AuthorityRequest::default()
         },
         ..child.clone()

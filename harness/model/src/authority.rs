@@ -95,6 +95,68 @@ impl Sandbox {
     }
 }
 
+/// A sandbox as a request writes it: the same shape as [`Sandbox`], with
+/// each writable root exactly as written, in the order written. The wire
+/// carries what the scenario says; normalising (`.` and `..`, duplicate and
+/// trailing separators, MODEL.md section 4) and every comparison are the
+/// host's work, on [`RequestedSandbox::normalise`]'s result.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum RequestedSandbox {
+    ReadOnly,
+    WorkspaceWrite {
+        /// Absolute paths as written; the host normalises them.
+        writable_roots: Vec<String>,
+        network: bool,
+    },
+    FullAccess,
+    External {
+        name: String,
+    },
+}
+
+impl RequestedSandbox {
+    /// The sandbox these words ask for, every root normalised; a root that
+    /// is not absolute or climbs above `/` is [`AdmissionError::BadPath`].
+    pub fn normalise(&self) -> Result<Sandbox, AdmissionError> {
+        Ok(match self {
+            RequestedSandbox::ReadOnly => Sandbox::ReadOnly,
+            RequestedSandbox::FullAccess => Sandbox::FullAccess,
+            RequestedSandbox::External { name } => Sandbox::External { name: name.clone() },
+            RequestedSandbox::WorkspaceWrite {
+                writable_roots,
+                network,
+            } => Sandbox::WorkspaceWrite {
+                writable_roots: writable_roots
+                    .iter()
+                    .map(|raw| {
+                        NormalPath::parse(raw).map_err(|e| AdmissionError::BadPath(raw.clone(), e))
+                    })
+                    .collect::<Result<_, _>>()?,
+                network: *network,
+            },
+        })
+    }
+}
+
+/// A normalised sandbox written as a request (its roots in normal form).
+impl From<Sandbox> for RequestedSandbox {
+    fn from(sandbox: Sandbox) -> RequestedSandbox {
+        match sandbox {
+            Sandbox::ReadOnly => RequestedSandbox::ReadOnly,
+            Sandbox::FullAccess => RequestedSandbox::FullAccess,
+            Sandbox::External { name } => RequestedSandbox::External { name },
+            Sandbox::WorkspaceWrite {
+                writable_roots,
+                network,
+            } => RequestedSandbox::WorkspaceWrite {
+                writable_roots: writable_roots.iter().map(ToString::to_string).collect(),
+                network,
+            },
+        }
+    }
+}
+
 /// Drops roots that lie inside another root of the same set, so that equal
 /// permissions have one representation and antisymmetry holds structurally.
 fn minimal_roots(roots: BTreeSet<NormalPath>) -> BTreeSet<NormalPath> {
@@ -377,8 +439,9 @@ pub enum Axis {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthorityRequest {
+    /// As written: the host normalises its roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<Sandbox>,
+    pub sandbox: Option<RequestedSandbox>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_policy: Option<ApprovalPolicy>,
     /// Tool names to seal; each must be sealable exactly from the parent's ceiling.
@@ -399,7 +462,7 @@ pub enum AdmissionError {
     CeilingExceeded(Vec<Axis>),
     #[error("tool `{0}` cannot be sealed exactly from the parent's ceiling")]
     ProjectionMissing(String),
-    #[error("cwd `{0}` is not a normalised path inside the workspace: {1}")]
+    #[error("path `{0}` is not a path that stays inside the workspace: {1}")]
     BadPath(String, PathError),
     #[error("provider `{0}` differs from the parent's")]
     UnsupportedProvider(String),
@@ -414,7 +477,7 @@ pub enum AdmissionError {
 /// unlimited delegation depth, which exceeds every ceiling.
 pub fn widening_constraint(requested: &AuthorityRequest) -> AuthorityRequest {
     AuthorityRequest {
-        sandbox: Some(Sandbox::FullAccess),
+        sandbox: Some(RequestedSandbox::FullAccess),
         delegation_depth: Some(u32::MAX),
         ..requested.clone()
     }
@@ -478,11 +541,12 @@ fn resolve(base: &Authority, request: &AuthorityRequest) -> Result<Authority, Ad
         None => base.cwd.clone(),
         Some(raw) => NormalPath::parse(raw).map_err(|e| AdmissionError::BadPath(raw.clone(), e))?,
     };
+    let sandbox = match &request.sandbox {
+        None => base.sandbox.clone(),
+        Some(requested) => requested.normalise()?,
+    };
     Ok(Authority {
-        sandbox: request
-            .sandbox
-            .clone()
-            .unwrap_or_else(|| base.sandbox.clone()),
+        sandbox,
         approval_policy: request
             .approval_policy
             .clone()

@@ -202,6 +202,11 @@ pub struct ToolDefinition {
     pub digest: String,
     /// Digest of the strict-child projection, where the definition has an `inputSchema`.
     pub projection_digest: Option<String>,
+    /// The definition's text exactly as it arrived, where the host kept it.
+    /// Nothing correct reads it: the digest is over the canonical form, and
+    /// two texts of one meaning are one definition. It is here so that a
+    /// deliberately broken host can digest the bytes instead.
+    pub received: Option<String>,
 }
 
 impl ToolDefinition {
@@ -233,6 +238,13 @@ impl ToolDefinition {
             raw,
             digest,
             projection_digest,
+            received: None,
         })
+    }
+
+    /// The same definition, remembering the text it arrived as.
+    pub fn with_received(mut self, text: impl Into<String>) -> ToolDefinition {
+        self.received = Some(text.into());
+        self
     }
 }

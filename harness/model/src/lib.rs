@@ -20,7 +20,7 @@ pub mod world;
 
 pub use authority::{
     ActionClass, AdmissionError, ApprovalPolicy, Authority, AuthorityRequest, Axis, PolicyVerdict,
-    Sandbox, admit,
+    RequestedSandbox, Sandbox, admit,
 };
 pub use digest::{DefinitionError, ToolDefinition};
 pub use eligibility::{Eligibility, class_of, eligibility};

@@ -69,7 +69,8 @@ pub struct StartRequest {
     pub role: String,
     #[serde(default = "default_model")]
     pub model: String,
-    pub sandbox: crate::authority::Sandbox,
+    /// As written: the host normalises its roots.
+    pub sandbox: crate::authority::RequestedSandbox,
     pub approval_policy: crate::authority::ApprovalPolicy,
     /// Tool names to seal from the tool server's current definitions.
     #[serde(default)]

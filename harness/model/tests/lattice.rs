@@ -390,7 +390,7 @@ fn admit_rejects_every_sandbox_or_policy_above_the_ceiling_naming_the_axis_and_n
     let cap = parent().child_ceiling();
     for sandbox in sandboxes() {
         let request = AuthorityRequest {
-            sandbox: Some(sandbox.clone()),
+            sandbox: Some(sandbox.clone().into()),
             ..AuthorityRequest::default()
         };
         match admit(&parent(), None, &request) {
@@ -501,13 +501,13 @@ fn admit_names_cwd_depth_tool_and_provider_refusals() {
 #[test]
 fn a_narrower_role_default_wins_and_a_wider_one_is_capped() {
     let narrow = AuthorityRequest {
-        sandbox: Some(Sandbox::ReadOnly),
+        sandbox: Some(Sandbox::ReadOnly.into()),
         ..AuthorityRequest::default()
     };
     let effective = admit(&parent(), Some(&narrow), &AuthorityRequest::default()).unwrap();
     assert_eq!(effective.sandbox, Sandbox::ReadOnly);
     let wide = AuthorityRequest {
-        sandbox: Some(Sandbox::FullAccess),
+        sandbox: Some(Sandbox::FullAccess.into()),
         ..AuthorityRequest::default()
     };
     let effective = admit(&parent(), Some(&wide), &AuthorityRequest::default()).unwrap();
@@ -531,7 +531,7 @@ fn the_widening_constraint_exceeds_every_admitted_child() {
             for request in [
                 AuthorityRequest::default(),
                 AuthorityRequest {
-                    sandbox: Some(Sandbox::ReadOnly),
+                    sandbox: Some(Sandbox::ReadOnly.into()),
                     delegation_depth: Some(0),
                     ..AuthorityRequest::default()
                 },

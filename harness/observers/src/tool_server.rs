@@ -7,7 +7,10 @@
 //! taken from the host. Definitions can change behind an unchanged name,
 //! silently or announced with `notifications/tools/list_changed` (SD3, SD4).
 
+mod definition_text;
 mod raw_listing;
+
+pub use definition_text::DefinitionText;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -35,10 +38,10 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSpec {
-    /// The MCP tool object served in `tools/list`, byte-for-byte in meaning:
-    /// `name`, `description`, `inputSchema`, optional `title`,
-    /// `outputSchema`, `annotations`, and any extra field, all kept.
-    pub definition: Value,
+    /// The MCP tool object served in `tools/list` byte for byte as written
+    /// (see [`DefinitionText`]): `name`, `description`, `inputSchema`,
+    /// optional `title`, `outputSchema`, `annotations`, and any extra field.
+    pub definition: DefinitionText,
     /// The text content every call of this tool returns. Default: empty.
     #[serde(default)]
     pub result: String,
@@ -70,7 +73,7 @@ pub enum ToolServerError {
 
 struct Entry {
     name: String,
-    definition: Value,
+    definition: DefinitionText,
     result: String,
 }
 
@@ -267,14 +270,30 @@ impl ToolServer {
             .lock()
             .tools
             .iter()
-            .map(|e| e.definition.clone())
+            .map(|e| e.definition.value().clone())
+            .collect()
+    }
+
+    /// The text of each definition served right now, in listing order:
+    /// the bytes a host receives for it.
+    pub fn served_texts(&self) -> Vec<String> {
+        self.shared
+            .lock()
+            .tools
+            .iter()
+            .map(|e| e.definition.text().to_string())
             .collect()
     }
 
     /// Replaces a definition behind its unchanged name, keeping its place in
     /// the listing and its scripted result. Silent: call
     /// [`ToolServer::notify_list_changed`] to announce it.
-    pub fn change_definition(&self, name: &str, definition: Value) -> Result<(), ToolServerError> {
+    pub fn change_definition(
+        &self,
+        name: &str,
+        definition: impl Into<DefinitionText>,
+    ) -> Result<(), ToolServerError> {
+        let definition = definition.into();
         let found = validate(format!("for `{name}`"), &definition)?;
         if found != name {
             return Err(ToolServerError::NameChanged {
@@ -470,12 +489,16 @@ impl ServerHandler for Handler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // The typed list stays empty: rmcp's `Tool` would trim the
-        // definitions. The raw ones travel in `_meta` and `raw_listing`
-        // moves them into `tools` on the way out.
+        // definitions. Their texts travel in `_meta` and `raw_listing`
+        // splices them into `tools` on the way out.
         let raw: Vec<Value> = {
             let mut state = self.shared.lock();
             state.listings += 1;
-            state.tools.iter().map(|e| e.definition.clone()).collect()
+            state
+                .tools
+                .iter()
+                .map(|e| Value::String(e.definition.text().to_string()))
+                .collect()
         };
         self.shared.activity.notify_waiters();
         let mut meta = Map::new();

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use delegation_model::{AuthorityRequest, Sandbox};
+use delegation_model::{AuthorityRequest, RequestedSandbox, Sandbox};
 use delegation_observers::authorizer::{AUTHORIZER_VERSION, RECEIPT_TTL_MS};
 use delegation_observers::{AuthorizationDecision, AuthorizationReply, Authorizer, AuthorizerMode};
 use serde_json::{Value, json};
@@ -68,7 +68,7 @@ async fn allow_binds_the_receipt_to_the_request_and_records_the_call() {
 #[tokio::test]
 async fn allow_with_constraints_passes_them_through_and_deny_carries_its_reason() {
     let narrowing = AuthorityRequest {
-        sandbox: Some(Sandbox::ReadOnly),
+        sandbox: Some(RequestedSandbox::ReadOnly),
         ..AuthorityRequest::default()
     };
     let authorizer = Authorizer::start(AuthorizerMode::Allow {
@@ -168,7 +168,7 @@ async fn late_expired_mismatched_and_widening_allows_each_break_exactly_one_rule
     authorizer.set_mode(AuthorizerMode::Widening);
     let widening = reply(&authorizer).await;
     let constraints = widening.constraints.expect("widening constraints");
-    assert_eq!(constraints.sandbox, Some(Sandbox::FullAccess));
+    assert_eq!(constraints.sandbox, Some(RequestedSandbox::FullAccess));
     assert_eq!(constraints.delegation_depth, Some(u32::MAX));
     assert_eq!(widening.receipt.unwrap().binding, DIGEST);
 }
@@ -214,7 +214,7 @@ fn modes_read_naturally_in_scenario_json() {
     assert_eq!(modes[0], AuthorizerMode::Timeout);
     assert_eq!(modes[3], allow());
     assert!(
-        matches!(&modes[4], AuthorizerMode::Allow { constraints: Some(c) } if c.sandbox == Some(Sandbox::ReadOnly))
+        matches!(&modes[4], AuthorizerMode::Allow { constraints: Some(c) } if c.sandbox == Some(RequestedSandbox::ReadOnly))
     );
 }
 
@@ -241,7 +241,8 @@ mod against_the_reference_model {
             sandbox: Sandbox::WorkspaceWrite {
                 writable_roots: [NormalPath::parse("/w/repo").unwrap()].into(),
                 network: false,
-            },
+            }
+            .into(),
             approval_policy: ApprovalPolicy::Never,
             tools: vec![],
             cwd: "/w/repo".to_string(),

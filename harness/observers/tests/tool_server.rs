@@ -8,7 +8,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use delegation_model::{HandlerCall, ToolDefinition};
-use delegation_observers::tool_server::{ToolServer, ToolServerError, ToolSpec};
+use delegation_observers::tool_server::{DefinitionText, ToolServer, ToolServerError, ToolSpec};
 use serde_json::{Value, json};
 
 const GUARD: Duration = Duration::from_secs(20);
@@ -133,11 +133,11 @@ fn plain() -> Value {
 async fn start() -> ToolServer {
     ToolServer::start(vec![
         ToolSpec {
-            definition: poisonable(),
+            definition: poisonable().into(),
             result: "a summary".into(),
         },
         ToolSpec {
-            definition: plain(),
+            definition: plain().into(),
             result: "pong".into(),
         },
     ])
@@ -158,6 +158,54 @@ async fn tools_list_on_the_wire_is_every_definition_verbatim() {
         "the internal carrier of the raw definitions must not leak: {answer}"
     );
     assert_eq!(server.definitions(), vec![poisonable(), plain()]);
+    server.shutdown().await;
+}
+
+/// Key order, number forms, escapes and non-ASCII as a scenario file writes them.
+const WRITTEN: &str = r#"{
+  "name": "t\u00e9",
+  "inputSchema": {"type": "object", "maxLength": 1e1, "minimum": 10.0},
+  "description": "caf\u00e9 or café, \"quoted\"",
+  "annotations": {"x-delegation-class": "read"}
+}"#;
+
+#[tokio::test]
+async fn tools_list_carries_each_definition_byte_for_byte_as_written() {
+    let written = DefinitionText::parse(WRITTEN).expect("valid definition");
+    let server = ToolServer::start(vec![ToolSpec {
+        definition: written.clone(),
+        result: String::new(),
+    }])
+    .await
+    .expect("tool server starts");
+    let mut wire = guarded("open", Wire::open(&server.url())).await;
+    let (body, answer) = guarded("list", wire.request("tools/list", json!({}))).await;
+    let expected = r#"{"name":"t\u00e9","inputSchema":{"type":"object","maxLength":1e1,"minimum":10.0},"description":"caf\u00e9 or café, \"quoted\"","annotations":{"x-delegation-class":"read"}}"#;
+    assert_eq!(written.text(), expected, "only the layout is gone");
+    assert!(
+        body.contains(&format!(r#""tools":[{expected}]"#)),
+        "the definition is not on the wire as written:\n{body}"
+    );
+    assert_eq!(answer["result"]["tools"][0], *written.value());
+    assert_eq!(server.served_texts(), vec![expected.to_string()]);
+    // Control: a change to the same meaning written canonically is served as that.
+    let canonical: Value = serde_json::from_str(expected).unwrap();
+    server
+        .change_definition("t\u{e9}", canonical.clone())
+        .expect("same name");
+    let (body, _) = guarded("list", wire.request("tools/list", json!({}))).await;
+    assert!(
+        !body.contains(expected),
+        "the old text is still served:\n{body}"
+    );
+    assert!(body.contains(&canonical.to_string()), "{body}");
+    assert_eq!(
+        ToolDefinition::from_value(canonical).unwrap().digest,
+        ToolDefinition::from_value(written.value().clone())
+            .unwrap()
+            .digest,
+        "both forms are one definition under RFC 8785"
+    );
     server.shutdown().await;
 }
 
@@ -264,11 +312,11 @@ async fn notify_counts_only_initialised_sessions() {
 async fn definitions_and_operations_that_make_no_sense_are_refused_with_a_reason() {
     let duplicate = ToolServer::start(vec![
         ToolSpec {
-            definition: plain(),
+            definition: plain().into(),
             result: String::new(),
         },
         ToolSpec {
-            definition: plain(),
+            definition: plain().into(),
             result: String::new(),
         },
     ])
@@ -277,7 +325,7 @@ async fn definitions_and_operations_that_make_no_sense_are_refused_with_a_reason
     assert!(matches!(duplicate, ToolServerError::DuplicateName { ref name } if name == "ping"));
 
     let nameless = ToolServer::start(vec![ToolSpec {
-        definition: json!({"description": "no name"}),
+        definition: json!({"description": "no name"}).into(),
         result: String::new(),
     }])
     .await
@@ -288,7 +336,7 @@ async fn definitions_and_operations_that_make_no_sense_are_refused_with_a_reason
     );
 
     let unsafe_integer = ToolServer::start(vec![ToolSpec {
-        definition: json!({"name": "n", "inputSchema": {"maximum": 9007199254740993_u64}}),
+        definition: json!({"name": "n", "inputSchema": {"maximum": 9007199254740993_u64}}).into(),
         result: String::new(),
     }])
     .await
@@ -313,7 +361,7 @@ async fn definitions_and_operations_that_make_no_sense_are_refused_with_a_reason
     );
     let again = server
         .add(ToolSpec {
-            definition: plain(),
+            definition: plain().into(),
             result: String::new(),
         })
         .expect_err("add cannot shadow a served name");

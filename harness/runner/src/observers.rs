@@ -207,7 +207,7 @@ impl World for ObserverWorld {
                                 v.as_object_mut().map(|o| o.remove("description"));
                                 v
                             };
-                            strip(&b) == strip(definition) && &b != definition
+                            strip(&b) == strip(definition) && b != *definition.value()
                         });
                         Ok((
                             format!(

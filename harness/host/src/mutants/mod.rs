@@ -16,10 +16,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use delegation_model::authority::{
-    ActionClass, AdmissionError, ApprovalPolicy, Authority, AuthorityRequest, Sandbox,
+    ActionClass, AdmissionError, ApprovalPolicy, Authority, AuthorityRequest, Axis,
+    RequestedSandbox, Sandbox,
 };
 use delegation_model::decisions::{Correct, Decisions, SharedDecisions};
-use delegation_model::digest::{ToolDefinition, digest_value};
+use delegation_model::digest::{ToolDefinition, digest_value, sha256_hex};
 use delegation_model::eligibility::Eligibility;
 use delegation_model::state::{
     Admission, ApprovalRecord, Denial, HostState, InstanceRecord, Journal,
@@ -30,6 +31,7 @@ use delegation_model::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use unicode_normalization::UnicodeNormalization as _;
 
 macro_rules! defects {
     ($( $variant:ident, $name:literal, $id:ident, $description:literal; )*) => {
@@ -158,6 +160,12 @@ defects! {
         "the model's own resume tool (codex's resume_agent) reopens a closed child, so the input its model sends next reaches the model";
     ModelWaitRunsTurn, "model-wait-runs-turn", LW1,
         "the model's own wait tool (codex's wait_agent) nudges an idle child with an empty input to collect its status, so the wait costs a model request for the child";
+    DigestOverReceivedBytes, "digest-over-received-bytes", SD2,
+        "the tool digest is taken over the definition's bytes as received, not its RFC 8785 form, so the same definition written another way (key order, `1e1` for `10.0`, an escape) counts as drift, and a seal never matches the digest the model was shown";
+    RootCheckedAsWritten, "root-checked-as-written", CE1,
+        "a requested writable root is compared with the parent's as written, `..` kept (a string-prefix test), and normalised only after: `/w/repo/../other` passes as inside `/w/repo` and the child may write to `/w/other`";
+    NamesNormalisedBeforeComparing, "names-normalised-before-comparing", SD5,
+        "tool names are compared after Unicode NFKC normalisation with invisible characters removed, so a spawn naming a fullwidth, decomposed or zero-width variant of a sealed tool is sealed with that tool";
     ChildApprovalWidened, "child-approval-widened", CE1,
         "a child is admitted with an approval policy that asks a person for nothing, so what its parent must ask for runs unasked in the child (opencode 1.18.33 copies only a parent's deny rules into a child)";
 }
@@ -221,6 +229,43 @@ pub fn unchecked_admission(
     })
 }
 
+/// `names-normalised-before-comparing`: a name as a careless host compares
+/// it, NFKC-normalised with zero-width and other invisible format characters removed.
+fn loose_name(name: &str) -> String {
+    name.nfkc()
+        .filter(|c| {
+            !matches!(
+                c,
+                '\u{200B}'..='\u{200F}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}'
+            )
+        })
+        .collect()
+}
+
+/// `root-checked-as-written`: every requested root starts with one of the
+/// ceiling's roots as text, and the network flag fits.
+fn roots_prefixed_as_written(ceiling: &Authority, request: &AuthorityRequest) -> bool {
+    let (
+        Some(RequestedSandbox::WorkspaceWrite {
+            writable_roots,
+            network,
+        }),
+        Sandbox::WorkspaceWrite {
+            writable_roots: parent_roots,
+            network: parent_network,
+        },
+    ) = (&request.sandbox, &ceiling.sandbox)
+    else {
+        return false;
+    };
+    (!network || *parent_network)
+        && writable_roots.iter().all(|root| {
+            parent_roots
+                .iter()
+                .any(|p| root.starts_with(&p.to_string()))
+        })
+}
+
 /// The model's decisions with one defect in them; every decision the
 /// defect does not touch is the correct one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,6 +285,14 @@ impl Mutant {
         }
         digest_value(&raw).unwrap_or_else(|e| format!("invalid:{e}"))
     }
+
+    /// `digest-over-received-bytes`: SHA-256 of the text as it arrived.
+    fn digest_of_received_bytes(def: &ToolDefinition) -> String {
+        match &def.received {
+            Some(text) => sha256_hex(text.as_bytes()),
+            None => def.digest.clone(),
+        }
+    }
 }
 
 impl Decisions for Mutant {
@@ -248,6 +301,7 @@ impl Decisions for Mutant {
             // A served name counts as a match.
             Defect::ToolsBoundByName => true,
             Defect::DescriptionNotDigested => Self::digest_without_description(live) == sealed,
+            Defect::DigestOverReceivedBytes => Self::digest_of_received_bytes(live) == sealed,
             _ => Correct.sealed_tool_matches(sealed, live),
         }
     }
@@ -255,6 +309,9 @@ impl Decisions for Mutant {
     fn sealed_digest(&self, live: &ToolDefinition) -> String {
         if self.is(Defect::DescriptionNotDigested) {
             return Self::digest_without_description(live);
+        }
+        if self.is(Defect::DigestOverReceivedBytes) {
+            return Self::digest_of_received_bytes(live);
         }
         Correct.sealed_digest(live)
     }
@@ -303,6 +360,38 @@ impl Decisions for Mutant {
                     tools.retain(|t| ceiling.tools.contains_key(t));
                 }
                 Correct.admit(ceiling, role_default, &narrowed)
+            }
+            // Requested tool names are looked up by their normal form.
+            Err(AdmissionError::ProjectionMissing(_))
+                if self.is(Defect::NamesNormalisedBeforeComparing) =>
+            {
+                let mut narrowed = request.clone();
+                if let Some(tools) = &mut narrowed.tools {
+                    for name in tools.iter_mut() {
+                        if let Some(sealed) = ceiling
+                            .tools
+                            .keys()
+                            .find(|s| loose_name(s) == loose_name(name))
+                        {
+                            name.clone_from(sealed);
+                        }
+                    }
+                }
+                Correct.admit(ceiling, role_default, &narrowed)
+            }
+            // The roots pass a string-prefix test as written, then are normalised.
+            Err(AdmissionError::CeilingExceeded(axes))
+                if self.is(Defect::RootCheckedAsWritten)
+                    && axes == [Axis::Sandbox]
+                    && roots_prefixed_as_written(ceiling, request) =>
+            {
+                let mut as_parent = request.clone();
+                as_parent.sandbox = Some(ceiling.sandbox.clone().into());
+                let mut effective = Correct.admit(ceiling, role_default, &as_parent)?;
+                if let Some(requested) = &request.sandbox {
+                    effective.sandbox = requested.normalise()?;
+                }
+                Ok(effective)
             }
             // The network flag is not compared.
             Err(AdmissionError::CeilingExceeded(_)) if self.is(Defect::NetworkAxisIgnored) => {

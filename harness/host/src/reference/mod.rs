@@ -247,12 +247,12 @@ impl Effects for ReferenceIo<'_> {
             let mut live = LiveTools::new();
             for client in self.mcp {
                 let tools = client
-                    .list_tools()
+                    .list_tools_as_sent()
                     .await
                     .map_err(|e| format!("listing MCP tools: {e}"))?;
-                for raw in tools {
-                    if let Ok(def) = ToolDefinition::from_value(raw) {
-                        live.insert(def.name.clone(), def);
+                for listed in tools {
+                    if let Ok(def) = ToolDefinition::from_value(listed.value) {
+                        live.insert(def.name.clone(), def.with_received(listed.text));
                     }
                 }
             }

@@ -42,8 +42,30 @@ def log(text):
     sys.stderr.flush()
 
 
+def canon_number(x):
+    # RFC 8785 writes numbers as ECMAScript does: 10.0 and 1e1 are both "10".
+    if isinstance(x, int):
+        return str(x)
+    if x == int(x) and abs(x) < 1e21:
+        return str(int(x))
+    text = repr(x)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        return f"{mantissa}e{'+' if int(exponent) > 0 else '-'}{abs(int(exponent))}"
+    return text
+
+
 def canon(v):
-    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # RFC 8785: keys sorted, no whitespace, strings as json writes them
+    # without ASCII escaping, numbers in their ECMAScript form.
+    if isinstance(v, dict):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + canon(v[k])
+                              for k in sorted(v, key=lambda k: k.encode("utf-16-be"))) + "}"
+    if isinstance(v, list):
+        return "[" + ",".join(canon(x) for x in v) + "]"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return canon_number(v)
+    return json.dumps(v, ensure_ascii=False)
 
 
 def digest(v):

@@ -219,7 +219,7 @@ impl Driver {
             } => self.act(Action::Start(StartRequest {
                 role: "root".into(),
                 model: default_model(),
-                sandbox: sandbox(*s),
+                sandbox: sandbox(*s).into(),
                 approval_policy: policy(*p),
                 tools: tool_subset(*tools | 1),
                 cwd: "/w/repo".into(),

@@ -235,7 +235,7 @@ pub const ROLES: [&str; 4] = ["worker", "reviewer", "r\u{e9}viewer", "re\u{301}v
 /// The role defaults every fuzzed host is configured with (CE3).
 pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
     let read_only = AuthorityRequest {
-        sandbox: Some(Sandbox::ReadOnly),
+        sandbox: Some(Sandbox::ReadOnly.into()),
         ..AuthorityRequest::default()
     };
     [
@@ -304,7 +304,7 @@ pub(super) fn spawn_request(
         role: ROLES[role as usize % ROLES.len()].into(),
         task: "CHILD_TASK".into(),
         authority: AuthorityRequest {
-            sandbox: sandbox_choice.map(sandbox),
+            sandbox: sandbox_choice.map(|c| sandbox(c).into()),
             tools: tools.map(tool_subset),
             ..AuthorityRequest::default()
         },
@@ -329,7 +329,7 @@ pub fn authorizer_behaviour(mode: u8) -> AuthorizerBehaviour {
         3 => AuthorizerBehaviour::AllowWidening,
         _ => AuthorizerBehaviour::AllowNarrowed {
             constraint: AuthorityRequest {
-                sandbox: Some(Sandbox::ReadOnly),
+                sandbox: Some(Sandbox::ReadOnly.into()),
                 ..AuthorityRequest::default()
             },
         },

@@ -824,8 +824,10 @@ fn presented_receipt_id(receipt: &Value) -> Option<&str> {
 /// Axes on which `authority` is above what `request` asked for (absent axes are not compared).
 fn axes_above_request(authority: &Authority, request: &AuthorityRequest) -> Vec<Axis> {
     let mut axes = Vec::new();
-    if let Some(sandbox) = &request.sandbox
-        && !authority.sandbox.leq(sandbox)
+    // The request as written, normalised here as MODEL.md section 4 says;
+    // a root that does not normalise asks for nothing comparable.
+    if let Some(sandbox) = request.sandbox.as_ref().and_then(|s| s.normalise().ok())
+        && !authority.sandbox.leq(&sandbox)
     {
         axes.push(Axis::Sandbox);
     }

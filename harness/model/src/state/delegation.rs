@@ -16,12 +16,16 @@ impl HostState {
                     format!("cwd `{}`: {e}", req.cwd),
                 )
             })?;
+            let sandbox = req
+                .sandbox
+                .normalise()
+                .map_err(|e| Denial::new(DenyReason::CeilingExceeded, e.to_string()))?;
             let mut tools = Self::seal_tools(&req.tools, live)?;
             for (name, digest) in tools.iter_mut() {
                 *digest = self.decisions.sealed_digest(&live[name]);
             }
             let ceiling = Authority {
-                sandbox: req.sandbox.clone(),
+                sandbox,
                 approval_policy: req.approval_policy.clone().canonical(),
                 tools,
                 cwd,

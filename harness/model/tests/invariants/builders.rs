@@ -138,7 +138,7 @@ pub fn start_action() -> Action {
     Action::Start(StartRequest {
         role: "lead".into(),
         model: default_model(),
-        sandbox: workspace_write(&["/w/repo"], false),
+        sandbox: workspace_write(&["/w/repo"], false).into(),
         approval_policy: ApprovalPolicy::OnRequest,
         tools: vec!["fs.write".into()],
         cwd: "/w/repo".into(),

@@ -575,7 +575,7 @@ fn ce3(bad: bool) -> Vec<HistoryEntry> {
         child_authority(),
     );
     child.requested = Some(AuthorityRequest {
-        sandbox: Some(Sandbox::ReadOnly),
+        sandbox: Some(Sandbox::ReadOnly.into()),
         ..AuthorityRequest::default()
     });
     if !bad {

@@ -2,11 +2,12 @@
 //!
 //! rmcp's typed `Tool` (and its `ToolAnnotations`) drops every field it does
 //! not model: an extra top-level field, or `annotations.x-delegation-class`,
-//! which the eligibility rule reads. The digest contract (MODEL.md section 4)
-//! is over the definition as sent, unknown fields included, so the handler
-//! ships the raw definitions beside the typed list in `_meta[RAW_TOOLS_KEY]`
-//! and this layer, between rmcp and the socket, swaps them in for
-//! `result.tools` and removes the key. Both the raw list and the typed list
+//! which the eligibility rule reads; and any JSON value forgets key order and
+//! number forms. The digest contract (MODEL.md section 4) is over the
+//! definition as sent, canonicalised by the host, so the handler ships each
+//! definition's text beside the typed list in `_meta[RAW_TOOLS_KEY]` (one
+//! JSON string per tool) and this layer, between rmcp and the socket, splices
+//! those texts in verbatim as `result.tools` and removes the key. Both lists
 //! come from one snapshot taken by the handler, so a concurrent change can
 //! never mix two versions in one answer.
 
@@ -14,7 +15,9 @@ use axum::body::{Body, Bytes};
 use axum::http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use axum::response::Response;
 use futures_util::StreamExt as _;
-use serde_json::Value;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 /// The `_meta` key that carries the raw definitions from handler to this layer.
 pub(super) const RAW_TOOLS_KEY: &str = "dev.delegation-harness/raw-tools";
@@ -143,9 +146,14 @@ fn rewrite_event(event: &[u8]) -> Vec<u8> {
     for line in lines.iter().take(lines.len().saturating_sub(2)) {
         if line.starts_with("data:") {
             if !data_written {
-                out.push_str("data: ");
-                out.push_str(&new_data);
-                out.push('\n');
+                // A definition's text holds no line break outside a string
+                // (layout is removed, and JSON escapes one inside), but an
+                // event with one would still be one event.
+                for data_line in new_data.split('\n') {
+                    out.push_str("data: ");
+                    out.push_str(data_line);
+                    out.push('\n');
+                }
                 data_written = true;
             }
         } else {
@@ -157,17 +165,48 @@ fn rewrite_event(event: &[u8]) -> Vec<u8> {
     out.into_bytes()
 }
 
-/// Swaps the raw definitions into one JSON-RPC message, if it carries them.
+/// A JSON-RPC message whose `result.tools` is written verbatim.
+#[derive(Serialize)]
+struct Spliced {
+    #[serde(flatten)]
+    message: Map<String, Value>,
+    result: SplicedResult,
+}
+
+#[derive(Serialize)]
+struct SplicedResult {
+    #[serde(flatten)]
+    rest: Map<String, Value>,
+    tools: Vec<Box<RawValue>>,
+}
+
+/// Splices the definitions' texts into one JSON-RPC message, if it carries them.
 pub(super) fn rewrite_message(text: &str) -> Option<String> {
-    let mut message: Value = serde_json::from_str(text).ok()?;
-    let result = message.get_mut("result")?.as_object_mut()?;
+    let Value::Object(mut message) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    let Value::Object(mut result) = message.remove("result")? else {
+        return None;
+    };
     let meta = result.get_mut("_meta")?.as_object_mut()?;
     let raw = meta.remove(RAW_TOOLS_KEY)?;
     if meta.is_empty() {
         result.remove("_meta");
     }
-    result.insert("tools".to_string(), raw);
-    serde_json::to_string(&message).ok()
+    let tools = raw
+        .as_array()?
+        .iter()
+        .map(|t| RawValue::from_string(t.as_str()?.to_string()).ok())
+        .collect::<Option<Vec<_>>>()?;
+    result.remove("tools");
+    serde_json::to_string(&Spliced {
+        message,
+        result: SplicedResult {
+            rest: result,
+            tools,
+        },
+    })
+    .ok()
 }
 
 #[cfg(test)]
@@ -175,11 +214,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A listing carrying these definitions as the handler ships them: as texts.
     fn listing(raw: Value) -> String {
+        let texts: Vec<String> = raw
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Value::to_string)
+            .collect();
+        listing_of_texts(&texts)
+    }
+
+    fn listing_of_texts(texts: &[String]) -> String {
         json!({
             "jsonrpc": "2.0",
             "id": 3,
-            "result": {"tools": [{"name": "t", "inputSchema": {}}], "_meta": {RAW_TOOLS_KEY: raw}}
+            "result": {"tools": [], "_meta": {RAW_TOOLS_KEY: texts}}
         })
         .to_string()
     }
@@ -195,9 +245,29 @@ mod tests {
     }
 
     #[test]
+    fn each_definition_is_spliced_in_byte_for_byte() {
+        let written = r#"{"name":"t","x":1e1,"y":10.0,"z":"café","w":"é"}"#;
+        let out = rewrite_message(&listing_of_texts(&[written.to_string()])).unwrap();
+        assert!(
+            out.contains(&format!(r#""tools":[{written}]"#)),
+            "the text is not in the answer as written: {out}"
+        );
+        // Control: the same meaning written canonically is spliced as that, not as the first.
+        let canonical = r#"{"name":"t","w":"é","x":10,"y":10,"z":"café"}"#;
+        let out = rewrite_message(&listing_of_texts(&[canonical.to_string()])).unwrap();
+        assert!(out.contains(canonical) && !out.contains(written), "{out}");
+    }
+
+    #[test]
+    fn a_carrier_that_is_not_json_text_leaves_the_message_alone() {
+        let broken = listing_of_texts(&["{not json".to_string()]);
+        assert_eq!(rewrite_message(&broken), None);
+    }
+
+    #[test]
     fn other_meta_keys_survive() {
         let message = json!({"jsonrpc": "2.0", "id": 1, "result": {
-            "tools": [], "_meta": {RAW_TOOLS_KEY: [], "other": true}}});
+            "tools": [], "_meta": {RAW_TOOLS_KEY: ["{\"name\":\"t\"}"], "other": true}}});
         let out: Value = serde_json::from_str(&rewrite_message(&message.to_string()).unwrap())
             .expect("rewritten message is JSON");
         assert_eq!(out["result"]["_meta"], json!({"other": true}));

@@ -17,11 +17,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::scenario::{
     AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, CapabilityCallStep, CapabilityRef,
-    ClockStep, ConsumeReceiptStep, DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect,
-    FaultStep, ForkStep, InstanceRef, IssueCapabilityStep, PrepareReceiptStep, ReceiptRef,
-    RequestCount, RevokeGrantStep, Scenario, ScenarioKind, ScoreRiskStep, Setup, SpawnExpect,
-    StartStep, Step, StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep, ToolServerStep,
-    ToolSpec, TurnStep, UNKNOWN_ALIAS, WaitStep,
+    ClockStep, ConsumeReceiptStep, DefinitionText, DelegateStep, DeliverEventStep, DeltaExpect,
+    Empty, Expect, FaultStep, ForkStep, InstanceRef, IssueCapabilityStep, PrepareReceiptStep,
+    ReceiptRef, RequestCount, RevokeGrantStep, Scenario, ScenarioKind, ScoreRiskStep, Setup,
+    SpawnExpect, StartStep, Step, StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep,
+    ToolServerStep, ToolSpec, TurnStep, UNKNOWN_ALIAS, WaitStep,
 };
 use delegation_model::fuzzing::{
     Driver, Op, WRONG_SECRET, authorizer_behaviour, fuzz_configuration,
@@ -61,7 +61,7 @@ fn setup(driver: &Driver, configuration: Configuration, authorizer: bool, canari
         .tools
         .values()
         .map(|d| ToolSpec {
-            definition: d.raw.clone(),
+            definition: d.raw.clone().into(),
             result: String::new(),
         })
         .collect();
@@ -360,7 +360,7 @@ impl Translator {
                 let Some(def) = self.driver.world.tools.get(tool) else {
                     return Ok(());
                 };
-                let definition = def.raw.clone();
+                let definition: DefinitionText = def.raw.clone().into();
                 if self.served.insert(tool.clone()) {
                     // Served again: added, then redefined in place, because the
                     // runner records only a redefinition as a change of the

@@ -24,7 +24,7 @@ use serde_json::Value;
 mod validate;
 
 /// A tool the harness's MCP server serves: the tool server's own scenario type.
-pub use delegation_observers::tool_server::ToolSpec;
+pub use delegation_observers::tool_server::{DefinitionText, ToolSpec};
 
 /// One scripted reply of the fake model endpoint (`{when: {...}, reply: {...}, delay_ms}`):
 /// the model endpoint's own scenario type. `when.instance` and `attribute_to`
@@ -547,7 +547,8 @@ pub enum ToolServerStep {
     /// Replace a tool's definition (for example only its description: SD4).
     Change {
         name: String,
-        definition: Value,
+        /// Served byte for byte as written, layout aside (see `ToolSpec`).
+        definition: DefinitionText,
     },
     Remove(String),
     Add(ToolSpec),

@@ -234,7 +234,12 @@ impl Host for FakeHost {
                         method: "instance/delegate".into(),
                         detail: "unknown parent".into(),
                     })?;
-                let wants_network = request.authority.sandbox.as_ref().is_some_and(network);
+                let wants_network = request
+                    .authority
+                    .sandbox
+                    .as_ref()
+                    .and_then(|s| s.normalise().ok())
+                    .is_some_and(|s| network(&s));
                 if self.behaviour == Behaviour::NeverSpawns {
                     return Ok(ActionResult::denied(
                         DenyReason::CeilingExceeded,
@@ -263,7 +268,10 @@ impl Host for FakeHost {
                 let id = format!("inst-{}", self.instances().len() + 1);
                 let mut ceiling = parent_instance.ceiling.clone();
                 if let Some(sandbox) = &request.authority.sandbox {
-                    ceiling.sandbox = sandbox.clone();
+                    ceiling.sandbox = sandbox.normalise().map_err(|e| HostError::Protocol {
+                        method: "instance/delegate".into(),
+                        detail: e.to_string(),
+                    })?;
                 }
                 self.add(ObservedInstance {
                     id: id.clone(),
