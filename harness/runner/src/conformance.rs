@@ -481,6 +481,7 @@ mod tests {
         assert!(given >= 4, "{given}");
         let mutant = ReferenceLauncher {
             defect: Some(delegation_host::mutants::Defect::FollowupAfterClose),
+            ..Default::default()
         };
         let all = Conformance::launcher(Arc::new(mutant))
             .scenarios(chosen.clone())
