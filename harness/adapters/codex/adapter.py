@@ -948,6 +948,13 @@ class Adapter:
                     break  # this thread waits for a person's answer
                 if new_approvals and entry.get("done"):
                     break  # the turn is over and a child it set to work waits for a person's answer
+                children_waiting = self._waiting_on_earlier_request(children, approvals_before)
+                if children_waiting and entry.get("done"):
+                    # a child given input while its request from an earlier turn is unanswered:
+                    # codex keeps the input behind that request, so the child stays busy until a
+                    # person answers, and waiting for it to go idle could only end at the deadline
+                    new_approvals += children_waiting
+                    break
                 if entry.get("done") and not children_busy:
                     # settle: a child's first status change can trail its spawn or its input
                     self.cond.wait(SETTLE_S)
@@ -970,6 +977,12 @@ class Adapter:
             if item.get("type") == "collabAgentToolCall" and item.get("tool") in ("sendInput", "resumeAgent"):
                 children += [c for c in item.get("receiverThreadIds") or [] if c not in children]
         return children
+
+    def _waiting_on_earlier_request(self, children, approvals_before):
+        """The requests, raised before this turn and still unanswered, of the children it set to work."""
+        instances = {self.state.by_thread.get(c) for c in children} - {None}
+        return [a for a in self.pending if a in approvals_before
+                and self.state.approvals[a]["instance"] in instances]
 
     def _busy(self, thread):
         entry = self.turns.get(thread)

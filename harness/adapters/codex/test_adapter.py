@@ -241,6 +241,24 @@ class Mapping(unittest.TestCase):
         answered = self.d.call("approval/answer", {"request": approvals[0]["id"], "decision": "allow"})["result"]
         self.assertEqual(answered["tool_call"]["outcome"], "executed")
 
+    def test_input_to_a_child_waiting_for_an_answer_ends_the_turn(self):
+        # codex keeps a child's new input behind its unanswered request from an earlier turn:
+        # the parent's turn that gives it input ends once the parent's own turn does, reporting
+        # the lifecycle call, and the child's request stays pending (not waited on to the deadline)
+        d = Driver(CODEX_ADAPTER_TURN_DEADLINE_S="3")
+        d.initialize()
+        iid = d.call("instance/start", START)["result"]["instance"]
+        child = d.call("instance/turn", {"instance": iid, "input": "SPAWN-ASKING now"})["result"]["turn"]["spawn"]["instance"]
+        started = time.monotonic()
+        result = d.call("instance/turn", {"instance": iid, "input": "POKE the child"})
+        self.assertLess(time.monotonic() - started, 2)
+        self.assertEqual(result["result"]["turn"]["reply"], "lifecycle")
+        self.assertEqual(result["result"]["turn"]["target"], child)
+        self.assertNotIn("tool_call", result["result"])
+        approvals = d.call("state/observe")["result"]["observed"]["approvals"]
+        self.assertEqual([(a["instance"], a["state"]) for a in approvals], [(child, "pending")])
+        d.close()
+
     def test_turn_on_a_thread_waiting_for_an_answer_reports_that_request(self):
         # codex runs nothing on a thread whose request waits for a person: a new turn there is
         # reported as that pending request, not waited on until the deadline

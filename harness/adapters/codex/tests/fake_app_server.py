@@ -10,7 +10,8 @@ SPAWN-ASKING spawns a child whose own turn (beside its parent's, as in codex) as
 APPROVE raises item/commandExecution/requestApproval and waits for the answer (a turn/start
 meanwhile starts nothing, the input waits behind the running turn); POKE gives
 the thread's last child input as codex's send_input does (a sendInput collabAgentToolCall
-item, then the child's own turn, which outlasts the parent's by FAKE_POKED_TURN_S); anything
+item, then the child's own turn, which outlasts the parent's by FAKE_POKED_TURN_S; none while the
+child is still in a turn, as codex keeps the input behind it); anything
 else answers with an agentMessage. thread/delete removes the rollout (refused while a fork
 refers to the thread), thread/archive moves it to archived_sessions. mcpServer/tool/call answers "called TOOL" (an error for
 tool "refused.tool", an isError result for "gone.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
@@ -163,10 +164,11 @@ def run_turn(thread, turn, text, policy=None, busy_s=0.0):
         send({"method": "item/completed", "params": {"threadId": thread, "turnId": turn, "item": {
             "type": "collabAgentToolCall", "id": fresh("item"), "tool": "sendInput", "status": "completed",
             "senderThreadId": thread, "receiverThreadIds": [child], "agentsStates": {}}}})
-        poked = threading.Thread(target=run_turn, args=(child, fresh("turn"), "poked"),
-                                 kwargs={"busy_s": float(os.environ.get("FAKE_POKED_TURN_S", "0.5"))}, daemon=True)
-        poked.start()
-        time.sleep(0.05)  # the child's turn has started when the parent's ends, as in codex
+        if child not in active:  # a child still in a turn (waiting for an answer) keeps the input behind it
+            poked = threading.Thread(target=run_turn, args=(child, fresh("turn"), "poked"),
+                                     kwargs={"busy_s": float(os.environ.get("FAKE_POKED_TURN_S", "0.5"))}, daemon=True)
+            poked.start()
+            time.sleep(0.05)  # the child's turn has started when the parent's ends, as in codex
     if "APPROVE" in text:
         rid = fresh("srv")
         event = threading.Event()
