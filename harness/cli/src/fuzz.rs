@@ -243,8 +243,8 @@ fn launcher_for(args: &FuzzArgs, exec: &ExecOptions) -> anyhow::Result<Arc<dyn H
             // read from its expectations file as `run` reads them.
             let host = crate::shipped_hosts::resolve_here(host)?;
             let expectations = match &host.expectations {
-                Some(file) => delegation_runner::Expectations::load(file)?,
-                None => delegation_runner::Expectations::default(),
+                Some(file) => delegation_runner::HostExpectations::load(file)?,
+                None => delegation_runner::HostExpectations::default(),
             };
             crate::launcher(Some(&host.command), exec.step_deadline, &expectations)?
         }

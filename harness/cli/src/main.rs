@@ -22,7 +22,7 @@ use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::InvariantId;
 use delegation_runner::catalogue::Catalogue;
 use delegation_runner::report::{Format, human::HumanReporter};
-use delegation_runner::{Conformance, Expectations, Scenario, exit_code};
+use delegation_runner::{Conformance, HostExpectations, Scenario, exit_code};
 
 #[derive(Parser)]
 #[command(
@@ -219,7 +219,7 @@ fn load(args: &CatalogueArgs) -> anyhow::Result<Catalogue> {
 pub(crate) fn launcher(
     host: Option<&str>,
     step_timeout: Duration,
-    expectations: &Expectations,
+    expectations: &HostExpectations,
 ) -> anyhow::Result<Arc<dyn HostLauncher>> {
     Ok(match host {
         None => Arc::new(ReferenceLauncher::default()),

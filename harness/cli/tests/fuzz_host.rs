@@ -10,7 +10,7 @@ use std::sync::Arc;
 use delegation_host::ReferenceLauncher;
 use delegation_host::mutants::Defect;
 use delegation_runner::catalogue::Catalogue;
-use delegation_runner::{ObserverWorlds, RunOptions, Scenario};
+use delegation_runner::{LiveObservers, RunOptions, Scenario};
 
 fn harness(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
@@ -50,7 +50,7 @@ fn failures_on_mutant(dir: &Path, defect: Defect) -> usize {
                 defect: Some(defect),
                 ..Default::default()
             }),
-            Arc::new(ObserverWorlds),
+            Arc::new(LiveObservers),
             RunOptions::default(),
             events,
             interrupt,

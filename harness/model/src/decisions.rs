@@ -102,7 +102,8 @@ pub trait Decisions: Send + Sync + fmt::Debug {
         true
     }
 
-    /// A widening or unsupported authorizer constraint refuses the child (EA3).
+    /// A widening authorizer constraint refuses the child (EA3). (One that is
+    /// not an authority request at all makes the whole reply malformed.)
     fn refuses_unusable_constraint(&self) -> bool {
         true
     }

@@ -11,8 +11,10 @@ pub mod eligibility;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod invariants;
+pub mod names;
 pub mod path;
 pub mod sequence;
+pub mod side_channels;
 pub mod state;
 pub mod vocabulary;
 pub mod wire;

@@ -22,6 +22,7 @@ use std::task::{Context, Poll, Waker};
 use serde_json::Value;
 
 use crate::digest::ToolDefinition;
+use crate::side_channels::AuthorizationRequest;
 use crate::state::{
     AuthorizerAnswer, Denial, HostState, Journal, LifecyclePlan, LiveTools, PlanEnd, ToolPlan,
 };
@@ -76,7 +77,7 @@ pub struct ModelTurn<'a> {
 /// One authorizer consultation the sequence asks for (EA).
 pub struct AuthorizerCall<'a> {
     /// The request body, as the authorizer protocol defines it.
-    pub request: &'a Value,
+    pub request: &'a AuthorizationRequest,
     /// The admission's request commitment, which an allowing receipt binds.
     pub commitment: &'a str,
     /// The spawn request admitted, for an interpreter that answers as a

@@ -65,33 +65,17 @@ impl DenyReason {
     ];
 }
 
-const DENY_REASON_NAMES: [&str; 21] = [
-    "receipt_missing",
-    "receipt_expired",
-    "receipt_consumed",
-    "binding_mismatch",
-    "ceiling_exceeded",
-    "projection_missing",
-    "tool_drift",
-    "tool_list_changed",
-    "instance_terminal",
-    "instance_unknown",
-    "event_replayed",
-    "store_write_failed",
-    "authorizer_unavailable",
-    "authorizer_malformed",
-    "authorizer_replay",
-    "authorizer_denied",
-    "read_only_context",
-    "policy_denied",
-    "unsupported_target",
-    "capability_denied",
-    "review_failed",
-];
+impl DenyReason {
+    /// Every reason's wire name, in the order of [`DenyReason::ALL`]: serde's own.
+    pub fn names() -> &'static [&'static str] {
+        static NAMES: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| crate::names::variant_names::<DenyReason>(None))
+    }
+}
 
 impl fmt::Display for DenyReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(DENY_REASON_NAMES[*self as usize])
+        f.write_str(DenyReason::names()[*self as usize])
     }
 }
 
@@ -104,7 +88,7 @@ impl FromStr for DenyReason {
             .ok_or_else(|| {
                 format!(
                     "`{s}` is not a deny reason; expected one of: {}",
-                    DENY_REASON_NAMES.join(", ")
+                    DenyReason::names().join(", ")
                 )
             })
     }

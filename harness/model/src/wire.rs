@@ -308,7 +308,13 @@ pub enum Action {
 }
 
 impl Action {
-    /// The JSON-RPC method name.
+    /// Every action's JSON-RPC method name: serde's own list, so a method
+    /// is known exactly when some action deserialises from it.
+    pub fn method_names() -> &'static [&'static str] {
+        static NAMES: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+        NAMES.get_or_init(|| crate::names::variant_names::<Action>(Some("method")))
+    }
+
     /// Whether a host lists the MCP tools to perform this action, and so
     /// takes in a pending `tools/list_changed` first (SD3): the one list the
     /// model's world and the reference host both follow.
@@ -326,6 +332,7 @@ impl Action {
         )
     }
 
+    /// The JSON-RPC method name.
     pub fn method(&self) -> &'static str {
         match self {
             Action::Configure(_) => "host/configure",

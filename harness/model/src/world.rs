@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 
 use crate::digest::ToolDefinition;
 use crate::sequence::{self, AuthorizerCall, Core, Effect, Effects, ModelReply, ModelTurn, Stop};
+use crate::side_channels::{
+    AuthorizationDecision, AuthorizationReceipt, AuthorizationReply, RECEIPT_TTL_MS,
+};
 use crate::state::{AuthorizerAnswer, Denial, HostState, LiveTools, MemoryJournal};
 use crate::wire::*;
 
@@ -399,38 +402,38 @@ fn authorizer_reply(
 ) -> Option<AuthorizerAnswer> {
     *issued += 1;
     let fresh = format!("authz-sim-{issued}");
-    let mut id = fresh.clone();
-    let mut binding = binding.to_string();
-    let (mut expires_at, mut version, mut constraints) = (now + 60_000, "1", None);
+    let mut receipt = AuthorizationReceipt {
+        id: fresh.clone(),
+        binding: binding.to_string(),
+        expires_at: now + RECEIPT_TTL_MS,
+    };
+    let mut reply = AuthorizationReply::allow(receipt.clone(), now);
     match behaviour {
         AuthorizerBehaviour::Allow => {}
-        AuthorizerBehaviour::AllowNarrowed { constraint } => constraints = Some(constraint.clone()),
+        AuthorizerBehaviour::AllowNarrowed { constraint } => {
+            reply.constraints = Some(constraint.clone())
+        }
         AuthorizerBehaviour::AllowWidening => {
-            constraints = Some(crate::authority::widening_constraint(&request.authority))
+            reply.constraints = Some(crate::authority::widening_constraint(&request.authority))
         }
-        AuthorizerBehaviour::ReplayedReceipt => id = last_receipt.clone().unwrap_or(fresh),
-        AuthorizerBehaviour::ExpiredReceipt => expires_at = now,
+        AuthorizerBehaviour::ReplayedReceipt => receipt.id = last_receipt.clone().unwrap_or(fresh),
+        AuthorizerBehaviour::ExpiredReceipt => receipt.expires_at = now,
         AuthorizerBehaviour::MismatchedReceipt => {
-            binding = crate::digest::sha256_hex(format!("not:{binding}").as_bytes())
+            receipt.binding = crate::digest::sha256_hex(format!("not:{binding}").as_bytes())
         }
-        AuthorizerBehaviour::UnsupportedVersion => version = "99",
-        AuthorizerBehaviour::Deny => {
-            return Some(AuthorizerAnswer::Body(
-                json!({"version": "1", "decision": "deny", "decided_at": now}).to_string(),
-            ));
-        }
+        AuthorizerBehaviour::UnsupportedVersion => reply.version = "99".to_string(),
+        AuthorizerBehaviour::Deny => reply = AuthorizationReply::deny(None, now),
         AuthorizerBehaviour::Timeout
         | AuthorizerBehaviour::Unavailable
         | AuthorizerBehaviour::Malformed
         | AuthorizerBehaviour::LateAllow => return None,
     }
-    *last_receipt = Some(id.clone());
-    let mut body = json!({"version": version, "decision": "allow", "decided_at": now,
-                          "receipt": {"id": id, "binding": binding, "expires_at": expires_at}});
-    if let Some(c) = constraints {
-        body["constraints"] = serde_json::to_value(c).expect("an authority request serialises");
+    if reply.decision == AuthorizationDecision::Allow {
+        *last_receipt = Some(receipt.id.clone());
+        reply.receipt = Some(receipt);
     }
-    Some(AuthorizerAnswer::Body(body.to_string()))
+    let body = serde_json::to_string(&reply).expect("an authorizer reply serialises");
+    Some(AuthorizerAnswer::Body(body))
 }
 
 #[cfg(test)]

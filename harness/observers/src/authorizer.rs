@@ -34,11 +34,18 @@
 //! read is answered 400 with `{"error": ..}`.
 //!
 //! Time is the harness's: the authorizer decides "at" the host's `now`.
+//!
+//! The request and reply are typed once, in `delegation_model::side_channels`,
+//! which the model's host sends and reads; this module re-exports them.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use delegation_model::{AuthorityRequest, Millis, SpawnRequest};
+use delegation_model::AuthorityRequest;
+pub use delegation_model::side_channels::{
+    AUTHORIZE_PATH, AUTHORIZER_VERSION, AuthorizationDecision, AuthorizationReceipt,
+    AuthorizationReply, AuthorizationRequest, RECEIPT_TTL_MS,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -47,10 +54,6 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::ObserverError;
 
-/// The only authorizer protocol version.
-pub const AUTHORIZER_VERSION: &str = "1";
-/// How long an allow's receipt stays valid after `now`.
-pub const RECEIPT_TTL_MS: Millis = 60_000;
 /// How long a `timeout` reply is held: far past any sane client deadline. The
 /// server thread is dropped with the handle, so the wait never blocks shutdown.
 pub const TIMEOUT_HOLD: Duration = Duration::from_secs(3600);
@@ -87,52 +90,6 @@ pub enum AuthorizerMode {
     /// An allow whose constraints are wider than any child may hold
     /// (`delegation_model::authority::widening_constraint`).
     Widening,
-}
-
-/// The body a host sends.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuthorizationRequest {
-    pub version: String,
-    pub parent: String,
-    pub request: SpawnRequest,
-    pub request_digest: String,
-    pub now: Millis,
-    /// Absolute, on the harness clock: the host stops waiting here.
-    pub deadline: Millis,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AuthorizationDecision {
-    Allow,
-    Deny,
-}
-
-/// The authorization receipt inside an allow.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuthorizationReceipt {
-    pub id: String,
-    /// Must equal the request's `request_digest`.
-    pub binding: String,
-    /// Valid while `now < expires_at`.
-    pub expires_at: Millis,
-}
-
-/// The body the authorizer answers with (when it answers JSON at all).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuthorizationReply {
-    pub version: String,
-    pub decision: AuthorizationDecision,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub constraints: Option<AuthorityRequest>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<AuthorizationReceipt>,
-    pub decided_at: Millis,
 }
 
 /// One call as the authorizer saw it.
@@ -202,7 +159,7 @@ impl Authorizer {
         }));
         let faults = crate::Faults::default();
         Mock::given(method("POST"))
-            .and(path("/authorize"))
+            .and(path(AUTHORIZE_PATH))
             .respond_with(crate::faults::Guarded {
                 inner: AuthorizeResponder {
                     state: state.clone(),
@@ -295,16 +252,15 @@ impl State {
         let id = self.next_receipt_id();
         self.last_allow_receipt = Some(id.clone());
         AuthorizationReply {
-            version: AUTHORIZER_VERSION.to_string(),
-            decision: AuthorizationDecision::Allow,
-            reason: None,
             constraints,
-            receipt: Some(AuthorizationReceipt {
-                id,
-                binding: request.request_digest.clone(),
-                expires_at: request.now + RECEIPT_TTL_MS,
-            }),
-            decided_at: request.now,
+            ..AuthorizationReply::allow(
+                AuthorizationReceipt {
+                    id,
+                    binding: request.request_digest.clone(),
+                    expires_at: request.now + RECEIPT_TTL_MS,
+                },
+                request.now,
+            )
         }
     }
 
@@ -312,14 +268,7 @@ impl State {
     fn reply_for(&mut self, request: &AuthorizationRequest) -> AuthorizationReply {
         match self.mode.clone() {
             AuthorizerMode::Allow { constraints } => self.allow(request, constraints),
-            AuthorizerMode::Deny { reason } => AuthorizationReply {
-                version: AUTHORIZER_VERSION.to_string(),
-                decision: AuthorizationDecision::Deny,
-                reason: Some(reason),
-                constraints: None,
-                receipt: None,
-                decided_at: request.now,
-            },
+            AuthorizerMode::Deny { reason } => AuthorizationReply::deny(Some(reason), request.now),
             AuthorizerMode::UnsupportedVersion => AuthorizationReply {
                 version: "99".to_string(),
                 ..self.allow(request, None)
@@ -338,7 +287,7 @@ impl State {
                 None => self.allow(request, None),
             },
             AuthorizerMode::LateAllow => AuthorizationReply {
-                decided_at: request.deadline + 1,
+                decided_at: Some(request.deadline + 1),
                 ..self.allow(request, None)
             },
             AuthorizerMode::Expired => {

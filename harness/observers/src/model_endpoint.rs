@@ -218,8 +218,9 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::ObserverError;
 
-/// The header carrying the instance a request is made for.
-pub const INSTANCE_HEADER: &str = "x-delegation-instance";
+/// The header carrying the instance a request is made for, and the neutral
+/// route: named once in the model, which the reference host follows.
+pub use delegation_model::side_channels::{INSTANCE_HEADER, NEUTRAL_TURN_PATH};
 /// The header carrying the instance's role, for the `role` condition on Chat/Responses requests.
 pub const ROLE_HEADER: &str = "x-delegation-role";
 /// The instance a request is counted for when nothing attributes it.
@@ -595,7 +596,7 @@ impl ModelEndpoint {
             copilot: copilot::Delegations::default(),
         }));
         let routes = [
-            ("/neutral/turn", WireFormat::Neutral),
+            (NEUTRAL_TURN_PATH, WireFormat::Neutral),
             ("/v1/chat/completions", WireFormat::ChatCompletions),
             ("/v1/responses", WireFormat::Responses),
             ("/v1/messages", WireFormat::AnthropicMessages),

@@ -17,8 +17,8 @@ use delegation_protocol::exit_code;
 
 use crate::catalogue::{Catalogue, Filter, order};
 use crate::execute::ExecOptions;
-use crate::expectations::Expectations;
-use crate::observers::ObserverWorlds;
+use crate::host_expectations::HostExpectations;
+use crate::live_observers::LiveObservers;
 use crate::report::{self, Format, Reporter};
 use crate::run::{RunOptions, RunReport};
 
@@ -198,7 +198,14 @@ impl Conformance {
     /// Loads and selects; fails on a bad catalogue, filter or expectations file.
     fn prepare(
         &self,
-    ) -> Result<(Vec<crate::Scenario>, Arc<dyn HostLauncher>, Expectations), ConformanceError> {
+    ) -> Result<
+        (
+            Vec<crate::Scenario>,
+            Arc<dyn HostLauncher>,
+            HostExpectations,
+        ),
+        ConformanceError,
+    > {
         let loaded_from_disk;
         let catalogue = match (&self.loaded, self.catalogue.as_deref()) {
             (Some(given), _) => given,
@@ -229,8 +236,10 @@ impl Conformance {
         }
         let scenarios = order(&selected, self.seed).into_iter().cloned().collect();
         let expectations = match &self.expectations {
-            Some(file) => Expectations::load(file).map_err(|e| ConformanceError(e.to_string()))?,
-            None => Expectations::default(),
+            Some(file) => {
+                HostExpectations::load(file).map_err(|e| ConformanceError(e.to_string()))?
+            }
+            None => HostExpectations::default(),
         };
         let launcher: Arc<dyn HostLauncher> = match &self.host {
             HostSpec::Reference => Arc::new(ReferenceLauncher {
@@ -282,7 +291,7 @@ impl Conformance {
         let report = crate::run(
             scenarios,
             launcher,
-            Arc::new(ObserverWorlds),
+            Arc::new(LiveObservers),
             options,
             events,
             interrupt,
@@ -395,7 +404,7 @@ fn trial(result: &crate::ScenarioResult) -> libtest_mimic::Trial {
 pub fn process_launcher(
     command: &str,
     step_deadline: Duration,
-    expectations: &Expectations,
+    expectations: &HostExpectations,
 ) -> Result<Arc<dyn HostLauncher>, delegation_host::HostError> {
     let map = expectations.clone();
     let translate = delegation_host::process::ResultTranslator(Arc::new(move |raw| {

@@ -13,7 +13,7 @@ pub mod translate;
 use delegation_host::HostLauncher;
 use delegation_model::fuzzing::Op;
 
-use crate::ObserverWorlds;
+use crate::LiveObservers;
 use crate::Scenario;
 use crate::execute::{ExecOptions, Execution, RawOutcome, execute};
 pub use scenario::fuzz_scenario;
@@ -42,7 +42,7 @@ pub async fn run_scenario(
 ) -> (CaseResult, Execution) {
     // The runner's events are for reporters; fuzzing reads the execution itself.
     let (events, _) = tokio::sync::mpsc::unbounded_channel();
-    let execution = execute(scenario, launcher, &ObserverWorlds, exec, &events).await;
+    let execution = execute(scenario, launcher, &LiveObservers, exec, &events).await;
     let result = match &execution.outcome {
         RawOutcome::Unsupported(missing) => CaseResult::Unsupported(missing.clone()),
         RawOutcome::HarnessError(message) => CaseResult::HarnessError(message.clone()),

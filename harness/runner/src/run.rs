@@ -13,13 +13,13 @@ use tokio::task::JoinSet;
 
 use crate::events::{EventSink, RunEvent};
 use crate::execute::{ExecOptions, Execution, RawOutcome, execute};
-use crate::expectations::{Expectations, Expected};
+use crate::host_expectations::{Expected, HostExpectations};
+use crate::observer_set::ObserverSetFactory;
 use crate::provenance::InferredCheck;
 use crate::resources::DescriptorWatch;
 use crate::scenario::{ModelEndpointStep, Scenario, StepAction};
 use crate::snapshot;
 use crate::verdict::{ScenarioResult, Summary, Verdict};
-use crate::world::WorldFactory;
 
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -28,7 +28,7 @@ pub struct RunOptions {
     /// Seed of the run order; printed at the start so a run can be repeated.
     pub seed: u64,
     pub exec: ExecOptions,
-    pub expectations: Expectations,
+    pub expectations: HostExpectations,
     /// Where each scenario's transcript is compared with its committed
     /// snapshot (`--snapshots DIR`); `None` compares nothing.
     pub snapshots: Option<std::path::PathBuf>,
@@ -51,7 +51,7 @@ impl Default for RunOptions {
             jobs: 1,
             seed: 0,
             exec: ExecOptions::default(),
-            expectations: Expectations::default(),
+            expectations: HostExpectations::default(),
             snapshots: None,
             rerun: crate::report::Rerun::default(),
             max_model_hold: None,
@@ -104,7 +104,7 @@ pub struct RunReport {
 pub async fn run(
     scenarios: Vec<Scenario>,
     launcher: Arc<dyn HostLauncher>,
-    worlds: Arc<dyn WorldFactory>,
+    worlds: Arc<dyn ObserverSetFactory>,
     options: RunOptions,
     events: EventSink,
     mut interrupt: watch::Receiver<bool>,
@@ -309,7 +309,7 @@ pub fn judge(
     scenario: &Scenario,
     execution: Execution,
     control: Option<(String, Option<Verdict>)>,
-    expectations: &Expectations,
+    expectations: &HostExpectations,
 ) -> ScenarioResult {
     let raw = match &execution.outcome {
         RawOutcome::Unsupported(missing) => Verdict::Unsupported {
@@ -375,7 +375,7 @@ pub fn judge(
     {
         let hint = match expectations.deny_reasons.get(&unmapped.name) {
             Some(mapped) => format!(
-                "the host's reason `{}` is mapped to `{}` by the expectations file, but this host layer decoded the reply before the runner could translate it: apply `Expectations::translate_reply` to raw replies in the host layer",
+                "the host's reason `{}` is mapped to `{}` by the expectations file, but this host layer decoded the reply before the runner could translate it: apply `HostExpectations::translate_reply` to raw replies in the host layer",
                 unmapped.name,
                 serde_json::to_value(mapped)
                     .unwrap_or_default()
@@ -475,12 +475,12 @@ pub fn judge(
 /// The worlds one scenario starts, with their observers' fault records kept
 /// past the scenario's end.
 struct FaultWatch {
-    inner: Arc<dyn WorldFactory>,
+    inner: Arc<dyn ObserverSetFactory>,
     seen: std::sync::Mutex<Vec<delegation_observers::Faults>>,
 }
 
 impl FaultWatch {
-    fn new(inner: Arc<dyn WorldFactory>) -> FaultWatch {
+    fn new(inner: Arc<dyn ObserverSetFactory>) -> FaultWatch {
         FaultWatch {
             inner,
             seen: Default::default(),
@@ -497,11 +497,12 @@ impl FaultWatch {
 }
 
 #[async_trait::async_trait]
-impl WorldFactory for FaultWatch {
+impl ObserverSetFactory for FaultWatch {
     async fn start(
         &self,
         setup: &crate::scenario::Setup,
-    ) -> Result<Box<dyn crate::world::World>, crate::world::WorldError> {
+    ) -> Result<Box<dyn crate::observer_set::ObserverSet>, crate::observer_set::ObserverSetError>
+    {
         let world = self.inner.start(setup).await?;
         self.seen
             .lock()

@@ -17,6 +17,7 @@ use delegation_model::digest::sha256_hex;
 use delegation_model::sequence::{
     self, AuthorizerCall, Core, Effect, Effects, ModelReply, ModelTurn, Stop,
 };
+use delegation_model::side_channels::{AUTHORIZE_PATH, INSTANCE_HEADER, NEUTRAL_TURN_PATH};
 use delegation_model::state::{AuthorizerAnswer, Denial, HostState, LiveTools};
 use delegation_model::{
     Action, ActionResult, DenyReason, FaultPoint, LifecycleCall, LifecycleState, SpawnRequest,
@@ -181,7 +182,7 @@ struct ReferenceIo<'r> {
 impl ReferenceIo<'_> {
     fn model_url(&self) -> String {
         format!(
-            "{}/neutral/turn",
+            "{}{NEUTRAL_TURN_PATH}",
             self.environment.model_endpoint.trim_end_matches('/')
         )
     }
@@ -192,7 +193,7 @@ impl ReferenceIo<'_> {
         let _ = self
             .http
             .post(self.model_url())
-            .header("x-delegation-instance", instance)
+            .header(INSTANCE_HEADER, instance)
             .json(&body)
             .timeout(MODEL_TIMEOUT)
             .send()
@@ -275,7 +276,7 @@ impl Effects for ReferenceIo<'_> {
             let sent = self
                 .http
                 .post(self.model_url())
-                .header("x-delegation-instance", turn.instance)
+                .header(INSTANCE_HEADER, turn.instance)
                 .json(&body)
                 .timeout(MODEL_TIMEOUT)
                 .send()
@@ -318,7 +319,7 @@ impl Effects for ReferenceIo<'_> {
                 );
             };
             let sent = reqwest::Client::new()
-                .post(format!("{}/authorize", url.trim_end_matches('/')))
+                .post(format!("{}{AUTHORIZE_PATH}", url.trim_end_matches('/')))
                 .json(call.request)
                 .send();
             let timeout = self.authorizer_timeout;

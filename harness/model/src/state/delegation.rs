@@ -1,6 +1,10 @@
 //! Starting a root and delegating a child: local admission, the authorizer's answer, the commit and refusals (ZC, CE, EA).
 
 use super::*;
+use crate::side_channels::{
+    AUTHORIZER_VERSION, AuthorizationDecision, AuthorizationReceipt, AuthorizationReply,
+    AuthorizationRequest,
+};
 
 impl HostState {
     pub fn start(
@@ -137,15 +141,13 @@ impl HostState {
     }
 
     /// What the host sends the authorizer for an admission.
-    pub fn authorizer_request(&self, admission: &Admission) -> Value {
-        json!({
-            "version": "1",
-            "parent": admission.parent,
-            "request": admission.request,
-            "request_digest": admission.commitment,
-            "now": self.now,
-            "deadline": self.now + AUTHORIZER_DEADLINE_MS,
-        })
+    pub fn authorizer_request(&self, admission: &Admission) -> AuthorizationRequest {
+        AuthorizationRequest::new(
+            &admission.parent,
+            &admission.request,
+            &admission.commitment,
+            self.now,
+        )
     }
 
     /// Applies the authorizer's answer: narrowing only, bound, fresh, on time (EA2 to EA4).
@@ -180,29 +182,30 @@ impl HostState {
                 format!("authorizer reply {what}"),
             )
         };
-        let reply: Value = serde_json::from_str(body).map_err(|_| malformed("is not JSON"))?;
-        if reply["version"] != "1" {
+        let reply: AuthorizationReply = serde_json::from_str(body).map_err(|e| match e.classify() {
+            serde_json::error::Category::Data => malformed(&format!(
+                "does not match {{version, decision, reason?, constraints?, receipt?, decided_at?}}: {e}"
+            )),
+            _ => malformed("is not JSON"),
+        })?;
+        if reply.version != AUTHORIZER_VERSION {
             return Err(malformed(&format!(
-                "has unsupported version {}",
-                reply["version"]
+                "has unsupported version {:?}",
+                reply.version
             )));
         }
-        match reply["decision"].as_str() {
-            Some("allow") => {}
-            Some("deny") => {
-                return Err(Denial::new(
-                    DenyReason::AuthorizerDenied,
-                    "authorizer denied",
-                ));
-            }
-            _ => return Err(malformed("has no decision")),
+        if reply.decision == AuthorizationDecision::Deny {
+            return Err(Denial::new(
+                DenyReason::AuthorizerDenied,
+                "authorizer denied",
+            ));
         }
-        let receipt = &reply["receipt"];
-        let (Some(rid), Some(binding), Some(expires)) = (
-            receipt["id"].as_str(),
-            receipt["binding"].as_str(),
-            receipt["expires_at"].as_u64(),
-        ) else {
+        let Some(AuthorizationReceipt {
+            id: rid,
+            binding,
+            expires_at: expires,
+        }) = reply.receipt
+        else {
             return Err(malformed("has no complete authorization receipt"));
         };
         if binding != admission.commitment {
@@ -217,15 +220,16 @@ impl HostState {
                 "authorization receipt expired",
             ));
         }
-        if self.used_authorizations.contains(rid) && self.decisions.refuses_replayed_authorization()
+        if self.used_authorizations.contains(&rid)
+            && self.decisions.refuses_replayed_authorization()
         {
             return Err(Denial::new(
                 DenyReason::AuthorizerReplay,
                 format!("authorization receipt `{rid}` replayed"),
             ));
         }
-        let decided_at = reply["decided_at"]
-            .as_u64()
+        let decided_at = reply
+            .decided_at
             .ok_or_else(|| malformed("has no decided_at"))?;
         if decided_at >= self.now + AUTHORIZER_DEADLINE_MS {
             return Err(Denial::new(
@@ -233,21 +237,14 @@ impl HostState {
                 "authorizer allowed after the deadline",
             ));
         }
-        if let Some(constraints) = reply.get("constraints").filter(|c| !c.is_null()) {
-            let constraints: AuthorityRequest = match serde_json::from_value(constraints.clone()) {
-                Ok(c) => c,
-                Err(_) if !self.decisions.refuses_unusable_constraint() => {
-                    return Ok((admission, rid.to_string()));
-                }
-                Err(e) => return Err(malformed(&format!("has an unsupported constraint: {e}"))),
-            };
+        if let Some(constraints) = &reply.constraints {
             let narrowed = admit(
                 &Authority {
                     delegation_depth: admission.effective.delegation_depth + 1,
                     ..admission.effective.clone()
                 },
                 None,
-                &constraints,
+                constraints,
             )
             .map_err(|e| {
                 Denial::new(
@@ -261,7 +258,7 @@ impl HostState {
                 Err(d) => return Err(d),
             }
         }
-        Ok((admission, rid.to_string()))
+        Ok((admission, rid))
     }
 
     /// Creates the child: instance, record, receipt tombstone and the used

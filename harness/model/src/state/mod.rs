@@ -36,8 +36,7 @@ mod tools;
 /// Tool definitions as the host sees them live on its MCP servers right now, by name.
 pub type LiveTools = BTreeMap<String, ToolDefinition>;
 
-/// How long the authorizer's allow is good for, on the harness's clock.
-pub const AUTHORIZER_DEADLINE_MS: Millis = 5_000;
+pub use crate::side_channels::AUTHORIZER_DEADLINE_MS;
 
 /// One durable row change. Tables are named by the entity they hold.
 #[derive(Clone, Debug)]

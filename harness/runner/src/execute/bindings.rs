@@ -2,7 +2,7 @@
 
 use super::*;
 
-impl Run<'_> {
+impl ScenarioRun<'_> {
     /// Whether any model rule names an instance by alias (`when.instance`,
     /// `attribute_to`, a lifecycle call's `target`).
     pub(super) fn rules_name_aliases(&self) -> bool {

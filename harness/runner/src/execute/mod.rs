@@ -18,13 +18,13 @@ use serde_json::{Value, json};
 use crate::checks::{self, Checking, Violation};
 use crate::events::{EventSink, RunEvent, StepSummary};
 use crate::expect_check::{StepSeen, check_expect};
+use crate::observer_set::{ObserverMark, ObserverSet, ObserverSetFactory, WorldStep};
 use crate::provenance::{self, InferredCheck};
 use crate::scenario::{
     AliasKind, Expect, LATEST_PENDING, ModelEndpointStep, Scenario, StepAction, Tamper, TamperOp,
     UNKNOWN_ALIAS,
 };
 use crate::verdict::{Failure, FailureKind};
-use crate::world::{World, WorldFactory, WorldMark, WorldStep};
 
 mod bindings;
 mod store_dir;
@@ -152,12 +152,12 @@ impl StartFailure {
 /// precisely why (a silent stdout, say); this bounds every other host.
 const OUTER_DEADLINE_MARGIN: Duration = Duration::from_millis(500);
 
-struct Run<'a> {
+struct ScenarioRun<'a> {
     scenario: &'a Scenario,
     launcher: &'a dyn HostLauncher,
     options: &'a ExecOptions,
     store: &'a Path,
-    world: Box<dyn World>,
+    world: Box<dyn ObserverSet>,
     host: Box<dyn Host>,
     capabilities: Vec<String>,
     aliases: BTreeMap<String, Bound>,
@@ -189,7 +189,7 @@ struct Run<'a> {
 pub async fn execute(
     scenario: &Scenario,
     launcher: &dyn HostLauncher,
-    worlds: &dyn WorldFactory,
+    worlds: &dyn ObserverSetFactory,
     options: &ExecOptions,
     events: &EventSink,
 ) -> Execution {
@@ -251,7 +251,7 @@ pub async fn execute(
             }
         })
         .collect();
-    let mut run = Run {
+    let mut run = ScenarioRun {
         scenario,
         launcher,
         options,
@@ -312,7 +312,7 @@ pub async fn execute(
     let steps_run = run.history.len() - run.setup_entries;
     run.close().await;
     let held_on_inference = run.invariants_held_on_inference();
-    let Run {
+    let ScenarioRun {
         failures,
         transcript,
         ..
@@ -327,7 +327,7 @@ pub async fn execute(
 async fn start_host(
     launcher: &dyn HostLauncher,
     store: &Path,
-    world: &dyn World,
+    world: &dyn ObserverSet,
     options: &ExecOptions,
 ) -> Result<(Box<dyn Host>, InitializeResult), StartFailure> {
     let outer = options.step_deadline + OUTER_DEADLINE_MARGIN;
@@ -410,7 +410,7 @@ fn major(version: &str) -> &str {
     version.split('.').next().unwrap_or(version)
 }
 
-impl Run<'_> {
+impl ScenarioRun<'_> {
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostFault> {
         let outer = self.options.step_deadline + OUTER_DEADLINE_MARGIN;
         match tokio::time::timeout(outer, self.host.call(action)).await {
@@ -679,7 +679,7 @@ impl Run<'_> {
         index: usize,
         action: Action,
         message: String,
-        mark: &WorldMark,
+        mark: &ObserverMark,
     ) -> Result<bool, HostFault> {
         let mut evidence = self.world.evidence_since(mark);
         evidence.host_log = self.take_host_log();
@@ -765,7 +765,7 @@ impl Run<'_> {
         expected: Value,
         observed: Value,
         result: Option<&ActionResult>,
-        mark: &WorldMark,
+        mark: &ObserverMark,
     ) -> Failure {
         let evidence = self
             .history
@@ -789,7 +789,7 @@ impl Run<'_> {
         &self,
         evidence: &Evidence,
         result: Option<&ActionResult>,
-        mark: &WorldMark,
+        mark: &ObserverMark,
     ) -> Value {
         // The host's log is in `stderr_tail` below; once is enough.
         let evidence = Evidence {
@@ -810,7 +810,7 @@ impl Run<'_> {
         expect: &Expect,
         result: Option<&ActionResult>,
         before: &Observed,
-        mark: &WorldMark,
+        mark: &ObserverMark,
     ) {
         let evidence = self
             .history
@@ -851,7 +851,7 @@ impl Run<'_> {
     fn model_saw_mismatches(
         &self,
         model_saw: &BTreeMap<String, Vec<String>>,
-        mark: &WorldMark,
+        mark: &ObserverMark,
     ) -> Vec<(String, Value, Value)> {
         let Some(requests) = self.world.model_tools_since(mark) else {
             return model_saw
@@ -939,7 +939,7 @@ impl Run<'_> {
     /// Runs the checkers for the scenario's ids over the entries recorded
     /// since the last check, and keeps only violations not reported before
     /// (a checker may find the same fault twice in one step).
-    fn check_invariants(&mut self, index: usize, mark: &WorldMark) {
+    fn check_invariants(&mut self, index: usize, mark: &ObserverMark) {
         let mut violations = self.checking.take_new(&self.history);
         if let Some(entry) = self.history.last() {
             for path in checks::canary_hits(entry, &self.canaries) {

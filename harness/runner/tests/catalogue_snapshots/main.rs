@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use delegation_host::ReferenceLauncher;
 use delegation_runner::catalogue::{Catalogue, Filter, order};
-use delegation_runner::{ObserverWorlds, RunOptions, Scenario, Verdict, report, snapshot};
+use delegation_runner::{LiveObservers, RunOptions, Scenario, Verdict, report, snapshot};
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -35,7 +35,7 @@ async fn every_scenario_passes_on_the_reference_host_with_one_snapshot_each() {
     let report = delegation_runner::run(
         scenarios,
         Arc::new(ReferenceLauncher::default()),
-        Arc::new(ObserverWorlds),
+        Arc::new(LiveObservers),
         RunOptions {
             jobs: 2,
             ..RunOptions::default()

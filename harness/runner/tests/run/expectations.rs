@@ -7,14 +7,15 @@ use std::path::Path;
 use delegation_model::DenyReason;
 use delegation_runner::report::{self, Format};
 use delegation_runner::verdict::Verdict;
-use delegation_runner::{Expectations, RunOptions};
+use delegation_runner::{HostExpectations, RunOptions};
 use serde_json::{Value, json};
 
 use crate::fake::{Behaviour, FakeLauncher};
 use crate::{FIXTURE, fixture_catalogue, run_with, verdict_of};
 
-fn expectations(text: &str) -> Expectations {
-    Expectations::parse(text, Path::new("host.expectations.json")).unwrap_or_else(|e| panic!("{e}"))
+fn expectations(text: &str) -> HostExpectations {
+    HostExpectations::parse(text, Path::new("host.expectations.json"))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn options(text: &str) -> RunOptions {
@@ -257,7 +258,7 @@ fn deny_reason_names_map_through_the_file_and_unmapped_ones_are_refused() {
 #[test]
 fn the_file_refuses_remapping_a_harness_name_unknown_targets_and_empty_reasons() {
     let err = |text: &str| {
-        Expectations::parse(text, Path::new("host.json"))
+        HostExpectations::parse(text, Path::new("host.json"))
             .unwrap_err()
             .to_string()
     };
@@ -350,11 +351,51 @@ async fn a_known_failure_that_lists_its_checks_is_known_only_while_it_fails_at_t
 
 #[test]
 fn failed_is_refused_on_an_entry_that_does_not_expect_fail() {
-    let e = Expectations::parse(
+    let e = HostExpectations::parse(
         r#"{"known": [{"scenario": "x", "expect": "unsupported", "reason": "r", "failed": ["ZC1"]}]}"#,
         Path::new("host.json"),
     )
     .unwrap_err()
     .to_string();
     assert!(e.contains("known[0].failed"), "{e}");
+}
+
+#[test]
+fn a_host_layers_decoding_error_names_the_hosts_reason_and_the_harness_names() {
+    let e = expectations(r#"{"deny_reasons": {"quota_exceeded": "policy_denied"}}"#);
+    // The error a host layer that decodes a raw reply itself reports.
+    let decode = |reply: Value| {
+        let error = serde_json::from_value::<delegation_model::ActionResult>(reply).unwrap_err();
+        delegation_host::HostError::Protocol {
+            method: "instance/turn".into(),
+            detail: format!("result does not match ActionResult: {error}"),
+        }
+        .to_string()
+    };
+
+    let message = decode(json!({"outcome": "denied", "reason": "rate_limited"}));
+    let unmapped = e
+        .unmapped_in_error(&message)
+        .unwrap_or_else(|| panic!("a reason-shaped error: {message}"));
+    assert_eq!(unmapped.name, "rate_limited");
+    let text = unmapped.to_string();
+    assert!(
+        text.contains("rate_limited") && text.contains("map it in the expectations file"),
+        "{text}"
+    );
+    for name in DenyReason::names() {
+        assert!(text.contains(name), "lists `{name}`: {text}");
+    }
+    // A mapped name is found too: the runner then says the layer skipped the translation.
+    let message = decode(json!({"outcome": "denied", "reason": "quota_exceeded"}));
+    assert_eq!(
+        e.unmapped_in_error(&message).map(|u| u.name),
+        Some("quota_exceeded".to_string())
+    );
+
+    // Controls: an error about another field, and one that is not about names at all.
+    let message = decode(json!({"outcome": "exploded"}));
+    assert_eq!(e.unmapped_in_error(&message), None, "{message}");
+    let message = decode(json!({"outcome": "denied", "reason": 7}));
+    assert_eq!(e.unmapped_in_error(&message), None, "{message}");
 }

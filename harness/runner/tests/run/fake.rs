@@ -14,8 +14,10 @@ use delegation_model::{
     ReportedValue, Sandbox, TurnReport, WorldChange,
 };
 use delegation_protocol::{HostInfo, InitializeParams, InitializeResult, McpServer};
+use delegation_runner::observer_set::{
+    Endpoints, ObserverMark, ObserverSet, ObserverSetError, ObserverSetFactory, WorldStep,
+};
 use delegation_runner::scenario::Setup;
-use delegation_runner::world::{Endpoints, World, WorldError, WorldFactory, WorldMark, WorldStep};
 use serde_json::{Value, json};
 
 /// How the fake host misbehaves.
@@ -329,8 +331,8 @@ struct FakeWorld {
 }
 
 #[async_trait]
-impl WorldFactory for FakeWorlds {
-    async fn start(&self, _setup: &Setup) -> Result<Box<dyn World>, WorldError> {
+impl ObserverSetFactory for FakeWorlds {
+    async fn start(&self, _setup: &Setup) -> Result<Box<dyn ObserverSet>, ObserverSetError> {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(Box::new(FakeWorld {
@@ -351,7 +353,7 @@ impl FakeWorld {
 }
 
 #[async_trait]
-impl World for FakeWorld {
+impl ObserverSet for FakeWorld {
     fn endpoints(&self) -> Endpoints {
         Endpoints {
             model_endpoint: self.url.clone(),
@@ -362,13 +364,13 @@ impl World for FakeWorld {
             authorizer: None,
         }
     }
-    fn mark(&self) -> WorldMark {
-        WorldMark {
+    fn mark(&self) -> ObserverMark {
+        ObserverMark {
             model: self.log().len(),
-            ..WorldMark::default()
+            ..ObserverMark::default()
         }
     }
-    fn evidence_since(&self, mark: &WorldMark) -> Evidence {
+    fn evidence_since(&self, mark: &ObserverMark) -> Evidence {
         let mut model_requests = BTreeMap::new();
         for instance in self.log().into_iter().skip(mark.model) {
             *model_requests.entry(instance).or_insert(0) += 1;
@@ -381,13 +383,13 @@ impl World for FakeWorld {
     async fn apply(
         &mut self,
         step: &WorldStep,
-    ) -> Result<(String, Option<WorldChange>), WorldError> {
-        Err(WorldError {
+    ) -> Result<(String, Option<WorldChange>), ObserverSetError> {
+        Err(ObserverSetError {
             observer: "fake",
             message: format!("not scripted: {step:?}"),
         })
     }
-    fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {
+    fn recent_since(&self, mark: &ObserverMark) -> Vec<Value> {
         self.log()
             .into_iter()
             .skip(mark.model)

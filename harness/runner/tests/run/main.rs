@@ -15,7 +15,7 @@ use delegation_model::InvariantId;
 use delegation_runner::catalogue::{Catalogue, Filter, order};
 use delegation_runner::report::{self, Format, human::HumanReporter};
 use delegation_runner::verdict::{FailureKind, Verdict};
-use delegation_runner::{Expectations, RunEvent, RunOptions, RunReport, Scenario, run};
+use delegation_runner::{HostExpectations, RunEvent, RunOptions, RunReport, Scenario, run};
 use fake::{Behaviour, FakeLauncher, FakeWorlds};
 use serde_json::Value;
 
@@ -506,8 +506,8 @@ async fn another_protocol_major_version_is_refused() {
     }
 }
 
-fn expectations(text: &str) -> Expectations {
-    Expectations::parse(text, Path::new("expectations.json")).unwrap()
+fn expectations(text: &str) -> HostExpectations {
+    HostExpectations::parse(text, Path::new("expectations.json")).unwrap()
 }
 
 #[tokio::test]
@@ -571,7 +571,7 @@ async fn a_listed_failure_that_passes_is_stale_and_fails_the_run() {
 
 #[test]
 fn an_expectations_file_error_names_the_path() {
-    let err = Expectations::parse(
+    let err = HostExpectations::parse(
         r#"{"known": [{"scenario": "zc/*", "expect": "flaky", "reason": ""}]}"#,
         Path::new("host.json"),
     )

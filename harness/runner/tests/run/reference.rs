@@ -11,12 +11,13 @@ use delegation_host::process::ProcessOptions;
 use delegation_host::{HostLauncher, ProcessLauncher, ReferenceLauncher};
 use delegation_model::{Evidence, WorldChange};
 use delegation_runner::catalogue::{Catalogue, Filter, order};
+use delegation_runner::observer_set::{
+    Endpoints, ObserverMark, ObserverSet, ObserverSetError, ObserverSetFactory, ShownTools,
+    WorldStep,
+};
 use delegation_runner::scenario::Setup;
 use delegation_runner::verdict::{ScenarioResult, Verdict};
-use delegation_runner::world::{
-    Endpoints, ShownTools, World, WorldError, WorldFactory, WorldMark, WorldStep,
-};
-use delegation_runner::{ObserverWorlds, RunOptions, RunReport, Scenario, report, run};
+use delegation_runner::{LiveObservers, RunOptions, RunReport, Scenario, report, run};
 use serde_json::Value;
 
 fn features() -> PathBuf {
@@ -43,7 +44,7 @@ async fn run_catalogue(
     dir: &Path,
     filter: &[String],
     launcher: Arc<dyn HostLauncher>,
-    worlds: Arc<dyn WorldFactory>,
+    worlds: Arc<dyn ObserverSetFactory>,
     jobs: usize,
 ) -> RunReport {
     let catalogue = Catalogue::load(dir).unwrap_or_else(|e| panic!("{e}"));
@@ -70,7 +71,7 @@ async fn in_process(dir: &Path) -> RunReport {
         dir,
         &[],
         Arc::new(ReferenceLauncher::default()),
-        Arc::new(ObserverWorlds),
+        Arc::new(LiveObservers),
         1,
     )
     .await
@@ -161,7 +162,7 @@ async fn a_step_that_kills_the_subprocess_host_passes_on_its_exit_status() {
         &features(),
         &[CRASH.into()],
         Arc::new(launcher),
-        Arc::new(ObserverWorlds),
+        Arc::new(LiveObservers),
         1,
     )
     .await;
@@ -271,36 +272,36 @@ async fn records_and_absolute_counts_are_checked_against_the_observed_state() {
 /// from the harness's side, the host showed the model an altered definition.
 struct AlteredWorlds;
 
-struct AlteredWorld(Box<dyn World>);
+struct AlteredWorld(Box<dyn ObserverSet>);
 
 #[async_trait]
-impl WorldFactory for AlteredWorlds {
-    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError> {
-        Ok(Box::new(AlteredWorld(ObserverWorlds.start(setup).await?)))
+impl ObserverSetFactory for AlteredWorlds {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn ObserverSet>, ObserverSetError> {
+        Ok(Box::new(AlteredWorld(LiveObservers.start(setup).await?)))
     }
 }
 
 #[async_trait]
-impl World for AlteredWorld {
+impl ObserverSet for AlteredWorld {
     fn endpoints(&self) -> Endpoints {
         self.0.endpoints()
     }
-    fn mark(&self) -> WorldMark {
+    fn mark(&self) -> ObserverMark {
         self.0.mark()
     }
-    fn evidence_since(&self, mark: &WorldMark) -> Evidence {
+    fn evidence_since(&self, mark: &ObserverMark) -> Evidence {
         self.0.evidence_since(mark)
     }
     async fn apply(
         &mut self,
         step: &WorldStep,
-    ) -> Result<(String, Option<WorldChange>), WorldError> {
+    ) -> Result<(String, Option<WorldChange>), ObserverSetError> {
         self.0.apply(step).await
     }
-    fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {
+    fn recent_since(&self, mark: &ObserverMark) -> Vec<Value> {
         self.0.recent_since(mark)
     }
-    fn model_tools_since(&self, mark: &WorldMark) -> Option<Vec<ShownTools>> {
+    fn model_tools_since(&self, mark: &ObserverMark) -> Option<Vec<ShownTools>> {
         self.0.model_tools_since(mark)
     }
     fn tool_definitions(&self) -> Vec<Value> {
@@ -388,7 +389,7 @@ async fn the_real_tr_area_passes_on_the_reference_host_with_two_jobs_and_real_ob
     let report = run(
         scenarios,
         Arc::new(ReferenceLauncher::default()),
-        Arc::new(ObserverWorlds),
+        Arc::new(LiveObservers),
         RunOptions {
             jobs: 2,
             seed: 7,
@@ -603,7 +604,7 @@ async fn run_reporting(
     let report = run(
         scenarios,
         launcher,
-        Arc::new(ObserverWorlds),
+        Arc::new(LiveObservers),
         RunOptions::default(),
         events,
         interrupt,
@@ -620,7 +621,7 @@ async fn run_reporting(
 /// observer whole is the positive control.
 #[tokio::test]
 async fn a_broken_observer_is_the_harnesss_failure_never_the_hosts() {
-    use delegation_runner::{BrokenObserverWorlds, Observer};
+    use delegation_runner::{BrokenLiveObservers, Observer};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     for (observer, scenario, named) in [
         (
@@ -643,7 +644,7 @@ async fn a_broken_observer_is_the_harnesss_failure_never_the_hosts() {
             &root,
             &[scenario.into()],
             Arc::new(ReferenceLauncher::default()),
-            Arc::new(ObserverWorlds),
+            Arc::new(LiveObservers),
             1,
         )
         .await;
@@ -653,7 +654,7 @@ async fn a_broken_observer_is_the_harnesss_failure_never_the_hosts() {
             &root,
             &[scenario.into()],
             Arc::new(ReferenceLauncher::default()),
-            Arc::new(BrokenObserverWorlds(observer)),
+            Arc::new(BrokenLiveObservers(observer)),
             1,
         )
         .await;

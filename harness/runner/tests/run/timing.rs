@@ -14,7 +14,7 @@ use delegation_runner::catalogue::{Catalogue, Filter, order};
 use delegation_runner::run::with_model_holds_capped;
 use delegation_runner::scenario::{ModelEndpointStep, StepAction};
 use delegation_runner::verdict::Verdict;
-use delegation_runner::{ObserverWorlds, RunOptions, RunReport, Scenario, report, run};
+use delegation_runner::{LiveObservers, RunOptions, RunReport, Scenario, report, run};
 
 fn catalogue_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
@@ -45,7 +45,7 @@ async fn run_held(
     let report = run(
         scenarios,
         launcher,
-        Arc::new(ObserverWorlds),
+        Arc::new(LiveObservers),
         options,
         events,
         interrupt,

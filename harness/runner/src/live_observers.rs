@@ -1,4 +1,4 @@
-//! The real [`World`]: the harness's own model endpoint, MCP tool server and
+//! The live [`ObserverSet`]: the harness's own model endpoint, MCP tool server and
 //! authorizer from `delegation_observers`, fresh for every scenario.
 
 use async_trait::async_trait;
@@ -9,8 +9,11 @@ use delegation_observers::{Authorizer, AuthorizerMode, ModelEndpoint};
 use delegation_protocol::McpServer;
 use serde_json::Value;
 
+use crate::observer_set::{
+    Endpoints, ObserverMark, ObserverSet, ObserverSetError, ObserverSetFactory, ShownTools,
+    WorldStep,
+};
 use crate::scenario::{ModelEndpointStep, Setup, ToolServerStep};
-use crate::world::{Endpoints, ShownTools, World, WorldError, WorldFactory, WorldMark, WorldStep};
 
 /// The name the harness's MCP server has in the host's environment: the
 /// one the model endpoint expects when it names MCP tools as a host does.
@@ -25,9 +28,9 @@ const RECENT: usize = 5;
 
 /// Starts the real observers for each scenario.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ObserverWorlds;
+pub struct LiveObservers;
 
-/// Which observer [`BrokenObserverWorlds`] breaks.
+/// Which observer [`BrokenLiveObservers`] breaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Observer {
     ModelEndpoint,
@@ -39,9 +42,9 @@ pub enum Observer {
 /// as a bug in the harness would break it: for the tests that show such a
 /// failure is reported as the harness's, never as the host's.
 #[derive(Clone, Copy, Debug)]
-pub struct BrokenObserverWorlds(pub Observer);
+pub struct BrokenLiveObservers(pub Observer);
 
-struct ObserverWorld {
+struct LiveSet {
     model: ModelEndpoint,
     tools: Option<ToolServer>,
     authorizer: Option<Authorizer>,
@@ -69,16 +72,16 @@ pub fn authorizer_mode(behaviour: &AuthorizerBehaviour) -> AuthorizerMode {
     }
 }
 
-fn err(observer: &'static str, e: impl std::fmt::Display) -> WorldError {
-    WorldError {
+fn err(observer: &'static str, e: impl std::fmt::Display) -> ObserverSetError {
+    ObserverSetError {
         observer,
         message: e.to_string(),
     }
 }
 
 #[async_trait]
-impl WorldFactory for ObserverWorlds {
-    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError> {
+impl ObserverSetFactory for LiveObservers {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn ObserverSet>, ObserverSetError> {
         let model = ModelEndpoint::start(setup.model.clone())
             .await
             .map_err(|e| err("model-endpoint", e))?;
@@ -95,7 +98,7 @@ impl WorldFactory for ObserverWorlds {
             ),
             None => None,
         };
-        Ok(Box::new(ObserverWorld {
+        Ok(Box::new(LiveSet {
             model,
             tools: Some(tools),
             authorizer,
@@ -104,21 +107,21 @@ impl WorldFactory for ObserverWorlds {
 }
 
 #[async_trait]
-impl WorldFactory for BrokenObserverWorlds {
-    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError> {
-        let world = ObserverWorlds.start(setup).await?;
-        let [model, tools, authorizer] = <[_; 3]>::try_from(world.faults())
+impl ObserverSetFactory for BrokenLiveObservers {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn ObserverSet>, ObserverSetError> {
+        let observers = LiveObservers.start(setup).await?;
+        let [model, tools, authorizer] = <[_; 3]>::try_from(observers.faults())
             .map_err(|_| err("model-endpoint", "expected three observers' faults"))?;
         match self.0 {
             Observer::ModelEndpoint => model.break_on_purpose(),
             Observer::ToolServer => tools.break_on_purpose(),
             Observer::Authorizer => authorizer.break_on_purpose(),
         }
-        Ok(world)
+        Ok(observers)
     }
 }
 
-impl ObserverWorld {
+impl LiveSet {
     /// The model endpoint's, the tool server's and the authorizer's faults,
     /// in that order (an authorizer the scenario does not use has an empty
     /// record of its own).
@@ -136,7 +139,7 @@ impl ObserverWorld {
         ]
     }
 
-    fn tools(&self) -> Result<&ToolServer, WorldError> {
+    fn tools(&self) -> Result<&ToolServer, ObserverSetError> {
         self.tools
             .as_ref()
             .ok_or_else(|| err("tool-server", "already shut down"))
@@ -144,7 +147,7 @@ impl ObserverWorld {
 }
 
 #[async_trait]
-impl World for ObserverWorld {
+impl ObserverSet for LiveSet {
     fn endpoints(&self) -> Endpoints {
         Endpoints {
             model_endpoint: self.model.url(),
@@ -160,15 +163,15 @@ impl World for ObserverWorld {
         }
     }
 
-    fn mark(&self) -> WorldMark {
-        WorldMark {
+    fn mark(&self) -> ObserverMark {
+        ObserverMark {
             model: self.model.mark(),
             tools: self.tools.as_ref().map_or(0, |t| t.mark()),
             authorizer: self.authorizer.as_ref().map_or(0, |a| a.mark()),
         }
     }
 
-    fn evidence_since(&self, mark: &WorldMark) -> Evidence {
+    fn evidence_since(&self, mark: &ObserverMark) -> Evidence {
         let mut evidence = Evidence::default();
         self.model.evidence_since(mark.model).add_to(&mut evidence);
         evidence.handler_calls = self
@@ -186,7 +189,7 @@ impl World for ObserverWorld {
     async fn apply(
         &mut self,
         step: &WorldStep,
-    ) -> Result<(String, Option<WorldChange>), WorldError> {
+    ) -> Result<(String, Option<WorldChange>), ObserverSetError> {
         match step {
             WorldStep::ToolServer(change) => {
                 let tools = self.tools()?;
@@ -302,7 +305,7 @@ impl World for ObserverWorld {
         }
     }
 
-    fn model_tools_since(&self, mark: &WorldMark) -> Option<Vec<ShownTools>> {
+    fn model_tools_since(&self, mark: &ObserverMark) -> Option<Vec<ShownTools>> {
         Some(
             self.model
                 .requests_since(mark.model)
@@ -328,7 +331,7 @@ impl World for ObserverWorld {
         self.all_faults()
     }
 
-    fn recent_since(&self, mark: &WorldMark) -> Vec<Value> {
+    fn recent_since(&self, mark: &ObserverMark) -> Vec<Value> {
         let mut recent: Vec<Value> = self
             .model
             .requests_since(mark.model)

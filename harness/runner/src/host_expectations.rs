@@ -121,14 +121,14 @@ impl Entry {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Expectations {
+pub struct HostExpectations {
     pub entries: Vec<Entry>,
     /// The host's own reason names mapped to the harness's vocabulary.
     pub deny_reasons: BTreeMap<String, DenyReason>,
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ExpectationsError {
+pub enum HostExpectationsError {
     #[error("{file}: cannot read: {source}")]
     Read {
         file: PathBuf,
@@ -156,17 +156,17 @@ pub struct UnmappedReason {
 
 const FORMAT_HINT: &str = "expected {\"known\": [{\"scenario\": ID-OR-GLOB, \"expect\": \"fail\"|\"unsupported\"|\"error\"|\"unverified\", \"reason\": TEXT, \"issue\": URL (optional), \"failed\": [CHECK, ...] (optional, with fail)}], \"deny_reasons\": {HOST-NAME: HARNESS-REASON} (optional)}";
 
-impl Expectations {
-    pub fn load(file: &Path) -> Result<Expectations, ExpectationsError> {
-        let text = std::fs::read_to_string(file).map_err(|source| ExpectationsError::Read {
+impl HostExpectations {
+    pub fn load(file: &Path) -> Result<HostExpectations, HostExpectationsError> {
+        let text = std::fs::read_to_string(file).map_err(|source| HostExpectationsError::Read {
             file: file.to_path_buf(),
             source,
         })?;
-        Expectations::parse(&text, file)
+        HostExpectations::parse(&text, file)
     }
 
-    pub fn parse(text: &str, file: &Path) -> Result<Expectations, ExpectationsError> {
-        let parse_error = |path: String, message: String| ExpectationsError::Parse {
+    pub fn parse(text: &str, file: &Path) -> Result<HostExpectations, HostExpectationsError> {
+        let parse_error = |path: String, message: String| HostExpectationsError::Parse {
             file: file.to_path_buf(),
             path,
             message,
@@ -223,7 +223,7 @@ impl Expectations {
                 ));
             }
         }
-        Ok(Expectations {
+        Ok(HostExpectations {
             entries,
             deny_reasons: parsed.deny_reasons,
         })
@@ -295,16 +295,22 @@ impl Expectations {
         Ok(())
     }
 
-    /// The host's own reason name inside a decoding error the host layer
-    /// reported (serde's "unknown variant `NAME`"), when NAME is not a
-    /// harness reason: the runner then says which name and how to map it.
+    /// The host's own reason name inside a decoding error a host layer
+    /// reported, when NAME is not a harness reason: the runner then says which
+    /// name and how to map it.
+    ///
+    /// An error is about a deny reason when it lists every harness reason name
+    /// (a decoder refusing a name lists the ones it knows; the names come from
+    /// the enum itself, [`DenyReason::names`]); the host's name is the quoted
+    /// name just before that list, when it is not a harness reason.
     pub fn unmapped_in_error(&self, message: &str) -> Option<UnmappedReason> {
-        let rest = message.split("unknown variant `").nth(1)?;
-        let name = rest.split('`').next()?;
-        // Only a reason-shaped error: serde lists the expected variants after the name.
-        if !rest.contains("`policy_denied`") || harness_reason(name).is_some() {
+        let quoted: Vec<&str> = message.split('`').skip(1).step_by(2).collect();
+        let harness = DenyReason::names();
+        if !harness.iter().all(|name| quoted.contains(name)) {
             return None;
         }
+        let list_starts = quoted.iter().position(|name| harness.contains(name))?;
+        let name = *quoted.get(list_starts.checked_sub(1)?)?;
         Some(UnmappedReason {
             name: name.to_string(),
             at: "reply".into(),
@@ -314,18 +320,9 @@ impl Expectations {
 }
 
 fn harness_reason(name: &str) -> Option<DenyReason> {
-    serde_json::from_value(Value::String(name.to_string())).ok()
+    name.parse().ok()
 }
 
 fn vocabulary() -> String {
-    DenyReason::ALL
-        .iter()
-        .map(|r| {
-            serde_json::to_value(r)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    DenyReason::names().join(", ")
 }

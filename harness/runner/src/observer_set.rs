@@ -1,9 +1,9 @@
 //! The harness's own eyes, as the runner sees them: a per-scenario set of
 //! observers (model endpoint, MCP tool server, authorizer) behind one trait.
 //!
-//! The runner never talks to an observer directly: it takes a [`WorldMark`]
+//! The runner never talks to an observer directly: it takes a [`ObserverMark`]
 //! before a step and asks for the [`Evidence`] since. That keeps the runner
-//! testable with a scripted world and lets the observers evolve on their own.
+//! testable with scripted observers and lets the observers evolve on their own.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::scenario::{AuthorizerStep, ModelEndpointStep, Setup, ToolServerStep};
 
-/// Where a world's observers listen; becomes the host's `initialize` environment.
+/// Where a scenario's observers listen; becomes the host's `initialize` environment.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Endpoints {
     pub model_endpoint: String,
@@ -24,7 +24,7 @@ pub struct Endpoints {
 
 /// A position in every observer's log; evidence is always "since a mark".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct WorldMark {
+pub struct ObserverMark {
     pub model: usize,
     pub tools: usize,
     pub authorizer: usize,
@@ -40,7 +40,7 @@ pub enum WorldStep {
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("observer `{observer}`: {message}")]
-pub struct WorldError {
+pub struct ObserverSetError {
     /// `model-endpoint`, `tool-server` or `authorizer`.
     pub observer: &'static str,
     pub message: String,
@@ -61,22 +61,22 @@ pub struct ShownTools {
 
 /// The observers of one scenario run. Fresh per scenario: evidence never leaks between scenarios.
 #[async_trait]
-pub trait World: Send + Sync {
+pub trait ObserverSet: Send + Sync {
     fn endpoints(&self) -> Endpoints;
-    fn mark(&self) -> WorldMark;
-    fn evidence_since(&self, mark: &WorldMark) -> Evidence;
+    fn mark(&self) -> ObserverMark;
+    fn evidence_since(&self, mark: &ObserverMark) -> Evidence;
     /// Applies an observer-side change; returns a description for people
     /// and, where an invariant checker needs it, the structured change.
     async fn apply(
         &mut self,
         step: &WorldStep,
-    ) -> Result<(String, Option<WorldChange>), WorldError>;
+    ) -> Result<(String, Option<WorldChange>), ObserverSetError>;
     /// The last requests the observers saw since `mark`, as evidence for a failed check.
-    fn recent_since(&self, mark: &WorldMark) -> Vec<Value>;
+    fn recent_since(&self, mark: &ObserverMark) -> Vec<Value>;
     /// Per model request since `mark`, the tools the model was shown (`expect.model_saw`).
-    /// `None` (the default): this world does not record it, and a `model_saw`
+    /// `None` (the default): this set does not record it, and a `model_saw`
     /// expectation fails rather than pass on nothing.
-    fn model_tools_since(&self, _mark: &WorldMark) -> Option<Vec<ShownTools>> {
+    fn model_tools_since(&self, _mark: &ObserverMark) -> Option<Vec<ShownTools>> {
         None
     }
     /// The definitions the tool server serves now, each with its `name`.
@@ -85,15 +85,15 @@ pub trait World: Send + Sync {
     }
     /// Where the observers record their own failures; read after the
     /// scenario, so that a failure of the harness is never judged as the
-    /// host's. A world without real observers has none.
+    /// host's. A set without real observers has none.
     fn faults(&self) -> Vec<delegation_observers::Faults> {
         Vec::new()
     }
     async fn shutdown(&mut self);
 }
 
-/// Starts a fresh [`World`] for each scenario from its `setup`.
+/// Starts a fresh [`ObserverSet`] for each scenario from its `setup`.
 #[async_trait]
-pub trait WorldFactory: Send + Sync {
-    async fn start(&self, setup: &Setup) -> Result<Box<dyn World>, WorldError>;
+pub trait ObserverSetFactory: Send + Sync {
+    async fn start(&self, setup: &Setup) -> Result<Box<dyn ObserverSet>, ObserverSetError>;
 }
