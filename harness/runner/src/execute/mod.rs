@@ -27,6 +27,7 @@ use crate::verdict::{Failure, FailureKind};
 use crate::world::{World, WorldFactory, WorldMark, WorldStep};
 
 mod bindings;
+mod concurrent;
 mod store_dir;
 
 use store_dir::StoreDir;
@@ -527,6 +528,9 @@ impl Run<'_> {
         let mark = self.world.mark();
 
         let (kind, result) = match &step.action {
+            StepAction::Concurrently(c) => {
+                return self.concurrent_step(index, c, before, mark).await;
+            }
             StepAction::Restart(_) => {
                 let _ = self.host.shutdown().await;
                 let last_words = self.host.take_log();
@@ -985,15 +989,5 @@ impl Run<'_> {
                 inferred,
             });
         }
-    }
-}
-
-/// Whether every field given in `partial` is equal in `actual` (objects recursively; anything else exactly).
-pub fn partial_match(partial: &Value, actual: &Value) -> bool {
-    match (partial, actual) {
-        (Value::Object(p), Value::Object(a)) => p
-            .iter()
-            .all(|(k, v)| a.get(k).is_some_and(|av| partial_match(v, av))),
-        _ => partial == actual,
     }
 }
