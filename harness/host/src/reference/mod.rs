@@ -573,7 +573,16 @@ impl Host for ReferenceHost {
         for (index, action) in actions.iter().enumerate() {
             let worker = self.worker.clone();
             let action = action.clone();
-            tasks.spawn(async move { (index, worker.perform(&action).await) });
+            let (started, has_started) = tokio::sync::oneshot::channel();
+            tasks.spawn(async move {
+                let _ = started.send(());
+                (index, worker.perform(&action).await)
+            });
+            // The next request arrives once this one is under way, as lines
+            // on a pipe do: the state's lock is fair, so they queue for it
+            // in the order they came (a runtime is free to start the last
+            // task spawned first).
+            let _ = has_started.await;
         }
         let mut answers: Vec<Option<Result<ActionResult, HostError>>> =
             actions.iter().map(|_| None).collect();

@@ -81,6 +81,7 @@ impl Run<'_> {
             };
             self.history.push(entry);
         }
+        self.extra_entries += order.len().saturating_sub(1);
         self.record_race_transcript(index, &actions, linearizable, &after);
         if let Some(expect) = &self.scenario.steps[index].expect {
             self.check_set(index, expect, &results, &before, &evidence, &mark);

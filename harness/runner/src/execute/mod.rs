@@ -168,6 +168,8 @@ struct Run<'a> {
     /// History entries recorded for the setup (configure, clock, the
     /// authorizer's initial mode), not for a step of the scenario.
     setup_entries: usize,
+    /// History entries beyond one per step: the further actions of concurrent steps.
+    extra_entries: usize,
     failures: Vec<Failure>,
     /// Expectations that held only on values the adapter declared inferred.
     held_on_inference: Vec<InferredCheck>,
@@ -265,6 +267,7 @@ pub async fn execute(
         observed: Arc::default(),
         history: Vec::new(),
         setup_entries: 0,
+        extra_entries: 0,
         failures: Vec::new(),
         held_on_inference: Vec::new(),
         checking: Checking::new(&scenario.checks),
@@ -310,7 +313,7 @@ pub async fn execute(
         Err(fault) => run.fault_outcome(fault, "configuring the host"),
         Ok(()) => run.steps(events).await,
     };
-    let steps_run = run.history.len() - run.setup_entries;
+    let steps_run = run.history.len() - run.setup_entries - run.extra_entries;
     run.close().await;
     let held_on_inference = run.invariants_held_on_inference();
     let Run {
