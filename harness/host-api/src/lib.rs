@@ -76,6 +76,23 @@ pub trait Host: Send {
     async fn initialize(&mut self, params: InitializeParams)
     -> Result<InitializeResult, HostError>;
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError>;
+    /// Sends every action at once, all in flight together, and returns their
+    /// answers in the order the actions were given. Only for a host that
+    /// declared the capability `concurrent-requests`; the default is a host
+    /// that cannot take requests in flight at once.
+    async fn call_concurrently(
+        &mut self,
+        actions: &[Action],
+    ) -> Vec<Result<ActionResult, HostError>> {
+        actions
+            .iter()
+            .map(|action| {
+                Err(HostError::Unsupported {
+                    method: format!("{} (requests in flight at once)", action.method()),
+                })
+            })
+            .collect()
+    }
     /// Stops the host; its store stays for a restart.
     async fn shutdown(&mut self) -> Result<(), HostError>;
     /// The last lines the host logged, for evidence in a verdict.

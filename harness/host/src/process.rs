@@ -5,6 +5,7 @@
 //! within the deadline and in bounded memory; the harness never hangs or
 //! crashes because of it.
 
+mod concurrent;
 mod tail;
 
 use std::collections::VecDeque;
@@ -371,31 +372,66 @@ impl ProcessHost {
                 Ok(HostMessage::Log(log)) => self.record_log(log),
                 Ok(HostMessage::Notification(_)) => self.notifications += 1,
                 Ok(HostMessage::Response(response)) => {
-                    return match (response.id, response.outcome) {
-                        (Some(got), _) if got != id => Err(self.violation(
+                    return match response.id {
+                        Some(got) if got != id => Err(self.violation(
                             method,
                             format!("response has id {got}; expected {id}, the id of this request"),
                         )),
-                        (Some(_), Ok(result)) => Ok(result),
-                        (Some(_), Err(error)) if error_code::UNSUPPORTED.contains(&error.code) => {
-                            Err(Stop::Verdict(HostError::Unsupported {
-                                method: method.to_string(),
-                            }))
-                        }
-                        (Some(_), Err(error)) => Err(Stop::Verdict(HostError::Rpc {
-                            method: method.to_string(),
-                            code: error.code,
-                            message: error.message,
-                        })),
-                        (None, outcome) => Err(self.violation(
-                            method,
-                            format!(
-                                "error response has id null (the host could not read request {id}): {}",
-                                outcome.err().map(|e| e.message).unwrap_or_default()
-                            ),
-                        )),
+                        _ => self.answer(method, id, response),
                     };
                 }
+            }
+        }
+    }
+
+    /// What one response to request `id` says: its result, or the verdict
+    /// its error (or its null id) is.
+    fn answer(
+        &self,
+        method: &str,
+        id: u64,
+        response: delegation_protocol::Response,
+    ) -> Result<Box<RawValue>, Stop> {
+        match (response.id, response.outcome) {
+            (Some(_), Ok(result)) => Ok(result),
+            (Some(_), Err(error)) if error_code::UNSUPPORTED.contains(&error.code) => {
+                Err(Stop::Verdict(HostError::Unsupported {
+                    method: method.to_string(),
+                }))
+            }
+            (Some(_), Err(error)) => Err(Stop::Verdict(HostError::Rpc {
+                method: method.to_string(),
+                code: error.code,
+                message: error.message,
+            })),
+            (None, outcome) => Err(self.violation(
+                method,
+                format!(
+                    "error response has id null (the host could not read request {id}): {}",
+                    outcome.err().map(|e| e.message).unwrap_or_default()
+                ),
+            )),
+        }
+    }
+
+    /// A raw result as an `ActionResult`, translated first when the options
+    /// say so. A result of the wrong shape is a violation for this step, but
+    /// the stream is still in step, so the host is not marked broken.
+    fn decode_result(&self, method: &str, result: &RawValue) -> Result<ActionResult, HostError> {
+        let shape_error = |e: serde_json::Error| HostError::Protocol {
+            method: method.to_string(),
+            detail: format!("result does not match ActionResult: {e}"),
+        };
+        match &self.options.translate_result {
+            None => serde_json::from_str(result.get()).map_err(shape_error),
+            Some(ResultTranslator(translate)) => {
+                let mut raw: serde_json::Value =
+                    serde_json::from_str(result.get()).map_err(shape_error)?;
+                translate(&mut raw).map_err(|detail| HostError::Protocol {
+                    method: method.to_string(),
+                    detail,
+                })?;
+                serde_json::from_value(raw).map_err(shape_error)
             }
         }
     }
@@ -720,24 +756,30 @@ impl Host for ProcessHost {
         let method = action.method();
         let id = self.take_id();
         let result = self.request(method, id, encode_action(id, action)).await?;
-        // A result of the wrong shape is a violation for this step, but the
-        // stream is still in step, so the host is not marked broken.
-        let shape_error = |e: serde_json::Error| HostError::Protocol {
-            method: method.to_string(),
-            detail: format!("result does not match ActionResult: {e}"),
-        };
-        match &self.options.translate_result {
-            None => serde_json::from_str(result.get()).map_err(shape_error),
-            Some(ResultTranslator(translate)) => {
-                let mut raw: serde_json::Value =
-                    serde_json::from_str(result.get()).map_err(shape_error)?;
-                translate(&mut raw).map_err(|detail| HostError::Protocol {
-                    method: method.to_string(),
-                    detail,
-                })?;
-                serde_json::from_value(raw).map_err(shape_error)
-            }
-        }
+        self.decode_result(method, &result)
+    }
+
+    async fn call_concurrently(
+        &mut self,
+        actions: &[Action],
+    ) -> Vec<Result<ActionResult, HostError>> {
+        let requests: Vec<concurrent::InFlight> = actions
+            .iter()
+            .map(|action| {
+                let id = self.take_id();
+                concurrent::InFlight {
+                    method: action.method(),
+                    id,
+                    line: encode_action(id, action),
+                }
+            })
+            .collect();
+        let answers = self.request_all(&requests).await;
+        answers
+            .into_iter()
+            .zip(&requests)
+            .map(|(answer, sent)| self.decode_result(sent.method, &answer?))
+            .collect()
     }
 
     async fn shutdown(&mut self) -> Result<(), HostError> {

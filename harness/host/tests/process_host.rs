@@ -497,3 +497,156 @@ async fn a_host_reason_name_is_translated_before_decoding_or_refused_clearly() {
     })
     .await;
 }
+
+fn batch(mode: &str, size: usize, options: ProcessOptions) -> ProcessLauncher {
+    python(
+        "misbehaving_adapter.py",
+        &[mode, &size.to_string()],
+        options,
+    )
+}
+
+fn details(answers: &[Result<delegation_model::ActionResult, HostError>]) -> Vec<String> {
+    answers
+        .iter()
+        .map(|a| match a {
+            Ok(r) => r.detail.clone().unwrap_or_default(),
+            Err(e) => format!("error: {e}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn requests_in_flight_at_once_are_matched_by_id_whatever_the_order_of_answers() {
+    guarded(async {
+        let store = tempfile::tempdir().unwrap();
+        let mut host = started(&batch("batch_reversed", 3, quick()), store.path()).await;
+        // The adapter answers only once it holds all three: proof that they
+        // were in flight together. It answers the last first.
+        let answers = host
+            .call_concurrently(&[Action::Observe, Action::Observe, Action::Observe])
+            .await;
+        // `initialize` was id 1.
+        assert_eq!(
+            details(&answers),
+            ["answer to 2", "answer to 3", "answer to 4"]
+        );
+        // The stream is still in step: the next batch gets its own answers.
+        let answers = host
+            .call_concurrently(&[Action::Observe, Action::Observe, Action::Observe])
+            .await;
+        assert_eq!(
+            details(&answers),
+            ["answer to 5", "answer to 6", "answer to 7"]
+        );
+        assert!(host.broken().is_none());
+        host.shutdown().await.unwrap();
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_second_answer_to_one_id_is_a_violation_naming_the_id() {
+    guarded(async {
+        let store = tempfile::tempdir().unwrap();
+        let mut host = started(&batch("batch_duplicate", 2, quick()), store.path()).await;
+        let answers = host
+            .call_concurrently(&[Action::Observe, Action::Observe])
+            .await;
+        // The first answer was fine; the duplicate breaks the one still waiting.
+        assert_eq!(
+            answers[0].as_ref().unwrap().detail.as_deref(),
+            Some("answer to 2")
+        );
+        match &answers[1] {
+            Err(HostError::Protocol { detail, .. }) => {
+                assert!(detail.contains("second answer to id 2"), "{detail}");
+            }
+            other => panic!("expected Protocol, got {other:?}"),
+        }
+        assert!(matches!(host.broken(), Some(HostError::Protocol { .. })));
+        host.shutdown().await.unwrap();
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_answer_to_an_id_not_in_flight_is_a_violation_naming_the_ids() {
+    guarded(async {
+        let store = tempfile::tempdir().unwrap();
+        let mut host = started(&batch("batch_unknown_id", 2, quick()), store.path()).await;
+        let answers = host
+            .call_concurrently(&[Action::Observe, Action::Observe])
+            .await;
+        for answer in &answers {
+            match answer {
+                Err(HostError::Protocol { detail, .. }) => {
+                    assert!(detail.contains("id 103"), "{detail}");
+                    assert!(detail.contains("ids 2, 3"), "{detail}");
+                }
+                other => panic!("expected Protocol, got {other:?}"),
+            }
+        }
+        host.shutdown().await.unwrap();
+    })
+    .await
+}
+
+#[tokio::test]
+async fn each_request_in_flight_keeps_its_own_deadline() {
+    guarded(async {
+        let store = tempfile::tempdir().unwrap();
+        let options = ProcessOptions {
+            request_timeout: Duration::from_millis(3000),
+            ..quick()
+        };
+        let mut host = started(&batch("batch_one_silent", 3, options), store.path()).await;
+        let answers = host
+            .call_concurrently(&[Action::Observe, Action::Observe, Action::Observe])
+            .await;
+        assert!(
+            matches!(&answers[0], Err(HostError::Timeout { .. })),
+            "{:?}",
+            answers[0]
+        );
+        assert_eq!(details(&answers[1..]), ["answer to 3", "answer to 4"]);
+        // A request that timed out may still be answered late: the stream is no longer trusted.
+        assert!(matches!(host.broken(), Some(HostError::Timeout { .. })));
+        host.shutdown().await.unwrap();
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_host_without_the_capability_is_never_sent_requests_at_once() {
+    guarded(async {
+        // The default of the trait: every action unsupported, nothing sent.
+        struct Sequential;
+        #[delegation_host_api::async_trait]
+        impl Host for Sequential {
+            async fn initialize(
+                &mut self,
+                _: InitializeParams,
+            ) -> Result<delegation_protocol::InitializeResult, HostError> {
+                unreachable!()
+            }
+            async fn call(
+                &mut self,
+                _: &Action,
+            ) -> Result<delegation_model::ActionResult, HostError> {
+                panic!("a concurrent batch must not fall back to one-at-a-time calls")
+            }
+            async fn shutdown(&mut self) -> Result<(), HostError> {
+                Ok(())
+            }
+        }
+        let answers = Sequential
+            .call_concurrently(&[Action::Observe, Action::Observe])
+            .await;
+        assert_eq!(answers.len(), 2);
+        for a in answers {
+            assert!(matches!(a, Err(HostError::Unsupported { .. })), "{a:?}");
+        }
+    })
+    .await
+}

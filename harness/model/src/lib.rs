@@ -11,6 +11,7 @@ pub mod eligibility;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod invariants;
+pub mod linearizability;
 pub mod names;
 pub mod path;
 pub mod sequence;

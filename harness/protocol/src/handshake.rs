@@ -105,6 +105,11 @@ pub mod capability {
     /// a host declaring it (they are `unless` it); `instance/close` stays
     /// terminal on every host.
     pub const REUSABLE_AGENTS: &str = "reusable-agents";
+    /// The host takes several requests in flight at once and answers each
+    /// by its id, in any order, working on them concurrently: scenarios
+    /// that race actions (two consumes of one receipt, a follow-up against
+    /// a close) need it, and are `unsupported` without it.
+    pub const CONCURRENT_REQUESTS: &str = "concurrent-requests";
 
     /// Capabilities that are a way to more authority: scenarios needing them
     /// still run against a host without them, and check that it refuses.
@@ -139,6 +144,7 @@ pub mod capability {
         MODEL_LIFECYCLE_TOOLS,
         MODEL_CLOSE_TOOLS,
         REUSABLE_AGENTS,
+        CONCURRENT_REQUESTS,
     ];
 
     /// Why a scenario cannot run on a host that declared `declared`: each

@@ -13,7 +13,7 @@ use delegation_model::{
 };
 use serde_json::{Value, json};
 
-use crate::execute::{Bound, partial_match};
+use crate::execute::Bound;
 use crate::provenance::{self, Basis, InferredCheck};
 use crate::scenario::{DELEGATION_TRANSITIONS, Expect, RequestCount};
 
@@ -402,5 +402,15 @@ pub fn check_expect(expect: &Expect, seen: &StepSeen<'_>) -> ExpectCheck {
             })
             .collect(),
         held_on_inference,
+    }
+}
+
+/// Whether every field given in `partial` is equal in `actual` (objects recursively; anything else exactly).
+pub fn partial_match(partial: &Value, actual: &Value) -> bool {
+    match (partial, actual) {
+        (Value::Object(p), Value::Object(a)) => p
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|av| partial_match(v, av))),
+        _ => partial == actual,
     }
 }

@@ -5,14 +5,17 @@
 //! (without answering) when the crash fault fires, as a real host would die.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use delegation_host::reference::AUTHORIZER_TIMEOUT;
+use delegation_host::reference::Performer;
 use delegation_host::{Host, HostError, ReferenceHost};
 use delegation_model::Action;
 use delegation_protocol::InitializeParams;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
 
 /// Exit status when the crash fault fires.
 const CRASH_EXIT: i32 = 70;
@@ -30,6 +33,40 @@ fn host_error_response(id: &Value, e: &HostError) -> Value {
     error_response(id, code, e.to_string())
 }
 
+/// Writes one reply line; `false` once stdout is gone.
+async fn write_reply(stdout: &Mutex<tokio::io::Stdout>, reply: &Value) -> bool {
+    let mut stdout = stdout.lock().await;
+    stdout
+        .write_all(format!("{reply}\n").as_bytes())
+        .await
+        .is_ok()
+        && stdout.flush().await.is_ok()
+}
+
+/// The answer to one action request, or the exit when the crash fault fired.
+async fn perform(performer: &Performer, id: &Value, method: &str, params: Value) -> Value {
+    let envelope = json!({"method": method, "params": params});
+    match serde_json::from_value::<Action>(envelope) {
+        Ok(action) => match performer.call(&action).await {
+            Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
+            Err(e) => {
+                if performer.crashed() {
+                    eprintln!("delegation-reference-host: {e}");
+                    std::process::exit(CRASH_EXIT);
+                }
+                host_error_response(id, &e)
+            }
+        },
+        Err(e) if !delegation_protocol_knows(method) => {
+            error_response(id, -32601, format!("method `{method}` not found: {e}"))
+        }
+        Err(e) => error_response(id, -32602, format!("params of `{method}`: {e}")),
+    }
+}
+
+/// Requests are read as they come and each action is a task of its own, so
+/// that requests in flight at once (capability `concurrent-requests`) are
+/// worked on concurrently and answered by id as they finish.
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let store_dir = std::env::var_os("DELEGATION_STORE_DIR")
@@ -37,9 +74,13 @@ async fn main() {
         .unwrap_or_default();
     let mut host = ReferenceHost::with_defect(&store_dir, defect_from_args())
         .with_authorizer_timeout(authorizer_timeout_from_env());
+    let performer = host.performer();
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let mut stdout = tokio::io::stdout();
+    let stdout = Arc::new(Mutex::new(tokio::io::stdout()));
+    let mut in_flight = tokio::task::JoinSet::new();
     while let Ok(Some(line)) = lines.next_line().await {
+        // Answers already written need no keeping.
+        while in_flight.try_join_next().is_some() {}
         if line.trim().is_empty() {
             continue;
         }
@@ -48,7 +89,7 @@ async fn main() {
             Err(e) => {
                 let reply =
                     error_response(&Value::Null, -32700, format!("request is not JSON: {e}"));
-                let _ = stdout.write_all(format!("{reply}\n").as_bytes()).await;
+                write_reply(&stdout, &reply).await;
                 continue;
             }
         };
@@ -64,41 +105,29 @@ async fn main() {
                 Err(e) => error_response(&id, -32602, format!("initialize params: {e}")),
             },
             "shutdown" => {
+                while in_flight.join_next().await.is_some() {}
                 let _ = host.shutdown().await;
                 let reply = json!({"jsonrpc": "2.0", "id": id, "result": {}});
-                let _ = stdout.write_all(format!("{reply}\n").as_bytes()).await;
-                let _ = stdout.flush().await;
+                write_reply(&stdout, &reply).await;
                 return;
             }
             _ => {
-                let envelope = json!({"method": method, "params": params});
-                match serde_json::from_value::<Action>(envelope) {
-                    Ok(action) => match host.call(&action).await {
-                        Ok(r) => json!({"jsonrpc": "2.0", "id": id, "result": r}),
-                        Err(e) => {
-                            if host.crashed() {
-                                eprintln!("delegation-reference-host: {e}");
-                                std::process::exit(CRASH_EXIT);
-                            }
-                            host_error_response(&id, &e)
-                        }
-                    },
-                    Err(e) if !delegation_protocol_knows(&method) => {
-                        error_response(&id, -32601, format!("method `{method}` not found: {e}"))
+                let performer = performer.clone();
+                let stdout = Arc::clone(&stdout);
+                in_flight.spawn(async move {
+                    let reply = perform(&performer, &id, &method, params).await;
+                    if !write_reply(&stdout, &reply).await {
+                        std::process::exit(0);
                     }
-                    Err(e) => error_response(&id, -32602, format!("params of `{method}`: {e}")),
-                }
+                });
+                continue;
             }
         };
-        if stdout
-            .write_all(format!("{reply}\n").as_bytes())
-            .await
-            .is_err()
-            || stdout.flush().await.is_err()
-        {
+        if !write_reply(&stdout, &reply).await {
             return;
         }
     }
+    while in_flight.join_next().await.is_some() {}
     let _ = host.shutdown().await;
 }
 

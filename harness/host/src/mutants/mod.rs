@@ -33,6 +33,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use unicode_normalization::UnicodeNormalization as _;
 
+mod races;
+pub use races::{STALE_CHECK_WINDOW, StaleCheck, act_on_stale_check, check_before_acting};
+
 macro_rules! defects {
     ($( $variant:ident, $name:literal, $id:ident, $description:literal; )*) => {
         /// One realistic defect; the hook that applies it names it in a comment.
@@ -168,6 +171,10 @@ defects! {
         "tool names are compared after Unicode NFKC normalisation with invisible characters removed, so a spawn naming a fullwidth, decomposed or zero-width variant of a sealed tool is sealed with that tool";
     ChildApprovalWidened, "child-approval-widened", CE1,
         "a child is admitted with an approval policy that asks a person for nothing, so what its parent must ask for runs unasked in the child (opencode 1.18.33 copies only a parent's deny rules into a child)";
+    ReceiptConsumeCheckThenAct, "receipt-consume-check-then-act", RC1,
+        "consume reads the receipt as issued, lets go of the store while it works, then writes the tombstone unconditionally: two consumers racing both win";
+    FollowupRacesClose, "followup-races-close", TR4,
+        "a follow-up checks that its instance is live, then sends its model request after a close committed in between";
 }
 
 impl fmt::Display for Defect {

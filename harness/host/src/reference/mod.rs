@@ -10,6 +10,7 @@ pub mod store;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -67,6 +68,7 @@ pub const REFERENCE_CAPABILITIES: &[&str] = &[
     capability::SPAWN_AUTHORITY,
     capability::MODEL_LIFECYCLE_TOOLS,
     capability::MODEL_CLOSE_TOOLS,
+    capability::CONCURRENT_REQUESTS,
 ];
 
 /// The state a started reference host carries between calls.
@@ -80,21 +82,33 @@ struct Running {
     list_changed: bool,
     /// The deliberate bug the host carries, for the decisions made around the model's.
     defect: Option<Defect>,
+    /// Defect queued-followup-after-close: refused follow-ups (instance, input); always empty otherwise.
+    queued: Vec<(String, String)>,
+}
+
+/// What performs actions: cheap to clone, so that requests in flight at once
+/// each get one and run as tasks of their own. Every action takes the state's
+/// lock for the whole of its sequence, from its first check to its last
+/// commit: two consumes of one receipt cannot both pass the "still issued"
+/// check, and a follow-up cannot pass the liveness check before a close and
+/// send its model request after it. Requests are taken concurrently; their
+/// effects are one at a time, in some order.
+#[derive(Clone)]
+struct Worker {
+    running: Arc<tokio::sync::Mutex<Option<Running>>>,
+    /// Set when the crash fault fired: the host is dead until restarted.
+    crashed: Arc<AtomicBool>,
+    http: reqwest::Client,
+    /// How long an authorizer call may take before it counts as timed out.
+    authorizer_timeout: Duration,
 }
 
 /// The in-process reference host.
 pub struct ReferenceHost {
     store_dir: PathBuf,
-    http: reqwest::Client,
-    running: Option<Running>,
-    /// Set when the crash fault fired: the host is dead until restarted.
-    crashed: bool,
+    worker: Worker,
     /// A deliberate bug for `selftest`; `None` is the correct host.
     defect: Option<Defect>,
-    /// Defect queued-followup-after-close: refused follow-ups (instance, input); always empty otherwise.
-    queued: Vec<(String, String)>,
-    /// How long an authorizer call may take before it counts as timed out.
-    authorizer_timeout: Duration,
 }
 
 impl ReferenceHost {
@@ -107,38 +121,50 @@ impl ReferenceHost {
     pub fn with_defect(store_dir: &Path, defect: Option<Defect>) -> ReferenceHost {
         ReferenceHost {
             store_dir: store_dir.to_path_buf(),
-            http: reqwest::Client::new(),
-            running: None,
-            crashed: false,
+            worker: Worker {
+                running: Arc::new(tokio::sync::Mutex::new(None)),
+                crashed: Arc::new(AtomicBool::new(false)),
+                http: reqwest::Client::new(),
+                authorizer_timeout: AUTHORIZER_TIMEOUT,
+            },
             defect,
-            queued: Vec::new(),
-            authorizer_timeout: AUTHORIZER_TIMEOUT,
         }
     }
 
     /// The same host with another wall-clock bound on each authorizer call.
     pub fn with_authorizer_timeout(mut self, timeout: Duration) -> ReferenceHost {
-        self.authorizer_timeout = timeout;
+        self.worker.authorizer_timeout = timeout;
         self
     }
 
     /// Whether the crash fault fired; the stdio binary exits when it has.
     pub fn crashed(&self) -> bool {
-        self.crashed
+        self.worker.crashed.load(Ordering::SeqCst)
     }
 
-    fn running(&mut self, method: &str) -> Result<&mut Running, HostError> {
-        if self.crashed {
-            return Err(HostError::Exited {
-                method: method.into(),
-                status: "crashed (fault crash.after_decision_commit)".into(),
-                stderr_tail: String::new(),
-            });
+    /// A handle performing actions on this host from another task, for a
+    /// transport that takes requests in flight at once (the stdio binary).
+    pub fn performer(&self) -> Performer {
+        Performer {
+            worker: self.worker.clone(),
         }
-        self.running.as_mut().ok_or_else(|| HostError::Protocol {
-            method: method.into(),
-            detail: "`initialize` must come first".into(),
-        })
+    }
+}
+
+/// Performs actions on a started reference host from any task; see [`ReferenceHost::performer`].
+#[derive(Clone)]
+pub struct Performer {
+    worker: Worker,
+}
+
+impl Performer {
+    pub async fn call(&self, action: &Action) -> Result<ActionResult, HostError> {
+        self.worker.perform(action).await
+    }
+
+    /// Whether the crash fault fired.
+    pub fn crashed(&self) -> bool {
+        self.worker.crashed.load(Ordering::SeqCst)
     }
 }
 
@@ -388,6 +414,83 @@ fn exited(method: &str) -> HostError {
     }
 }
 
+impl Worker {
+    /// One action, start to end, under the state's lock (see [`Worker`]).
+    async fn perform(&self, action: &Action) -> Result<ActionResult, HostError> {
+        let method = action.method();
+        let racing = self.stale_check(action).await;
+        let mut guard = self.running.lock().await;
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(exited(method));
+        }
+        let Some(run) = guard.as_mut() else {
+            return Err(HostError::Protocol {
+                method: method.into(),
+                detail: "`initialize` must come first".into(),
+            });
+        };
+        if let Some(stale) = racing {
+            mutants::act_on_stale_check(
+                &mut run.state,
+                &stale,
+                &self.http,
+                &run.environment.model_endpoint,
+            )
+            .await;
+        }
+        let crash = FaultPoint::CrashAfterDecisionCommit;
+        let crash_armed = run.state.faults.contains_key(&crash);
+        let mut io = ReferenceIo {
+            mcp: &run.mcp,
+            list_changed: &mut run.list_changed,
+            environment: &run.environment,
+            http: &self.http,
+            defect: run.defect,
+            queued: &mut run.queued,
+            authorizer_timeout: self.authorizer_timeout,
+        };
+        let mut core = Core {
+            state: &mut run.state,
+            journal: &mut run.journal,
+        };
+        let performed = sequence::perform(&mut core, &mut io, action).await;
+        let mut result = match performed {
+            Ok(result) => result,
+            Err(Stop::Crashed) => {
+                self.crashed.store(true, Ordering::SeqCst);
+                return Err(exited(method));
+            }
+            Err(Stop::Failed(detail)) => return Err(internal(method, detail)),
+        };
+        // Defect dispatch-before-record: the host dies after the handler ran, before the record.
+        if matches!(action, Action::ToolCall { .. })
+            && run.defect == Some(Defect::DispatchBeforeRecord)
+            && crash_armed
+            && !run.state.faults.contains_key(&crash)
+        {
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(exited(method));
+        }
+        if matches!(action, Action::Observe) {
+            result.observed = Some(run.state.observe());
+        }
+        Ok(result)
+    }
+
+    /// Defects receipt-consume-check-then-act and followup-races-close: the
+    /// check done under the lock, which is then released for a while before
+    /// the action acts on what it read. `None` for the correct host.
+    async fn stale_check(&self, action: &Action) -> Option<mutants::StaleCheck> {
+        let checked = {
+            let guard = self.running.lock().await;
+            let run = guard.as_ref()?;
+            mutants::check_before_acting(&run.state, run.defect, action)?
+        };
+        tokio::time::sleep(mutants::STALE_CHECK_WINDOW).await;
+        Some(checked)
+    }
+}
+
 #[async_trait]
 impl Host for ReferenceHost {
     async fn initialize(
@@ -410,7 +513,11 @@ impl Host for ReferenceHost {
         }
         std::fs::create_dir_all(&dir)
             .map_err(|e| HostError::Launch(format!("store dir {}: {e}", dir.display())))?;
-        let journal = SqliteJournal::open(&dir).map_err(|e| HostError::Launch(e.to_string()))?;
+        let mut journal =
+            SqliteJournal::open(&dir).map_err(|e| HostError::Launch(e.to_string()))?;
+        if self.defect == Some(Defect::ReceiptConsumeCheckThenAct) {
+            journal.write_tombstones_unconditionally();
+        }
         let rows = journal
             .load()
             .map_err(|e| HostError::Launch(e.to_string()))?;
@@ -431,13 +538,14 @@ impl Host for ReferenceHost {
                 })?;
             mcp.push(client);
         }
-        self.running = Some(Running {
+        *self.worker.running.lock().await = Some(Running {
             state,
             journal,
             environment: params.environment,
             mcp,
             list_changed: false,
             defect: self.defect,
+            queued: Vec::new(),
         });
         Ok(InitializeResult {
             host: HostInfo {
@@ -453,52 +561,51 @@ impl Host for ReferenceHost {
     }
 
     async fn call(&mut self, action: &Action) -> Result<ActionResult, HostError> {
-        let method = action.method();
-        self.running(method)?;
-        let Some(run) = self.running.as_mut() else {
-            unreachable!("checked just above")
-        };
-        let crash = FaultPoint::CrashAfterDecisionCommit;
-        let crash_armed = run.state.faults.contains_key(&crash);
-        let mut io = ReferenceIo {
-            mcp: &run.mcp,
-            list_changed: &mut run.list_changed,
-            environment: &run.environment,
-            http: &self.http,
-            defect: run.defect,
-            queued: &mut self.queued,
-            authorizer_timeout: self.authorizer_timeout,
-        };
-        let mut core = Core {
-            state: &mut run.state,
-            journal: &mut run.journal,
-        };
-        let performed = sequence::perform(&mut core, &mut io, action).await;
-        let mut result = match performed {
-            Ok(result) => result,
-            Err(Stop::Crashed) => {
-                self.crashed = true;
-                return Err(exited(method));
+        self.worker.perform(action).await
+    }
+
+    /// Each action a task of its own, all at once; see [`Worker`] for why
+    /// that is still correct.
+    async fn call_concurrently(
+        &mut self,
+        actions: &[Action],
+    ) -> Vec<Result<ActionResult, HostError>> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for (index, action) in actions.iter().enumerate() {
+            let worker = self.worker.clone();
+            let action = action.clone();
+            let (started, has_started) = tokio::sync::oneshot::channel();
+            tasks.spawn(async move {
+                let _ = started.send(());
+                (index, worker.perform(&action).await)
+            });
+            // The next request arrives once this one is under way, as lines
+            // on a pipe do: the state's lock is fair, so they queue for it
+            // in the order they came (a runtime is free to start the last
+            // task spawned first).
+            let _ = has_started.await;
+        }
+        let mut answers: Vec<Option<Result<ActionResult, HostError>>> =
+            actions.iter().map(|_| None).collect();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((index, answer)) => answers[index] = Some(answer),
+                Err(e) => {
+                    // A panicking action is this host's fault; the others keep their answers.
+                    for slot in answers.iter_mut().filter(|a| a.is_none()) {
+                        *slot = Some(Err(internal("(concurrent actions)", &e)));
+                    }
+                }
             }
-            Err(Stop::Failed(detail)) => return Err(internal(method, detail)),
-        };
-        // Defect dispatch-before-record: the host dies after the handler ran, before the record.
-        if matches!(action, Action::ToolCall { .. })
-            && run.defect == Some(Defect::DispatchBeforeRecord)
-            && crash_armed
-            && !run.state.faults.contains_key(&crash)
-        {
-            self.crashed = true;
-            return Err(exited(method));
         }
-        if matches!(action, Action::Observe) {
-            result.observed = Some(run.state.observe());
-        }
-        Ok(result)
+        answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(internal("(concurrent actions)", "no answer"))))
+            .collect()
     }
 
     async fn shutdown(&mut self) -> Result<(), HostError> {
-        if let Some(run) = self.running.take() {
+        if let Some(run) = self.worker.running.lock().await.take() {
             for client in run.mcp {
                 client.close().await;
             }

@@ -39,6 +39,9 @@ pub enum StoreError {
 
 pub struct SqliteJournal {
     conn: Connection,
+    /// Whether a receipt's tombstone is written only over an unconsumed row
+    /// (the correct host); `false` only for defect receipt-consume-check-then-act.
+    conditional_consume: bool,
 }
 
 impl SqliteJournal {
@@ -66,7 +69,16 @@ impl SqliteJournal {
             [],
         )
         .map_err(open_err)?;
-        Ok(SqliteJournal { conn })
+        Ok(SqliteJournal {
+            conn,
+            conditional_consume: true,
+        })
+    }
+
+    /// Writes a receipt's tombstone whatever the row says: what a host with
+    /// a check-then-act consume does (defect receipt-consume-check-then-act).
+    pub fn write_tombstones_unconditionally(&mut self) {
+        self.conditional_consume = false;
     }
 
     /// Every committed row, for a restart: kind by kind in [`Table::ALL`]'s order, each by key.
@@ -104,11 +116,36 @@ impl Journal for SqliteJournal {
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), String> {
         let tx = self.conn.transaction().map_err(|e| e.to_string())?;
         for w in writes {
+            let value = w.value.to_json();
+            if self.conditional_consume
+                && w.table == Table::Receipts
+                && value.get("state").and_then(Value::as_str) == Some("consumed")
+            {
+                // The consume is one conditional update inside the batch's
+                // transaction: a receipt already tombstoned (or never
+                // issued) matches no row, and the whole batch (the child,
+                // its record) rolls back.
+                let changed = tx
+                    .prepare_cached(
+                        "UPDATE rows SET value = ?3 WHERE kind = ?1 AND key = ?2 AND json_extract(value, '$.state') = 'issued'",
+                    )
+                    .and_then(|mut update| {
+                        update.execute(params![w.table.name(), w.key, value.to_string()])
+                    })
+                    .map_err(|e| e.to_string())?;
+                if changed != 1 {
+                    return Err(format!(
+                        "receipt `{}` is not issued in the store: its consume matched no row",
+                        w.key
+                    ));
+                }
+                continue;
+            }
             tx.prepare_cached(
                 "INSERT INTO rows (kind, key, value) VALUES (?1, ?2, ?3) ON CONFLICT(kind, key) DO UPDATE SET value = excluded.value",
             )
             .and_then(|mut upsert| {
-                upsert.execute(params![w.table.name(), w.key, w.value.to_json().to_string()])
+                upsert.execute(params![w.table.name(), w.key, value.to_string()])
             })
             .map_err(|e| e.to_string())?;
         }
@@ -146,6 +183,35 @@ mod tests {
             j.load().unwrap(),
             vec![(Table::Instances, "inst-1".to_string(), json!({"a": 2}))]
         );
+    }
+
+    #[test]
+    fn a_receipt_is_tombstoned_once_and_a_second_consume_rolls_its_batch_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let receipt = |state: &str| Write {
+            table: Table::Receipts,
+            key: "rcpt-1".into(),
+            value: RowValue::new(json!({"receipt": {"id": "rcpt-1"}, "state": state})),
+        };
+        let child = |key: &str| Write {
+            table: Table::Instances,
+            key: key.into(),
+            value: RowValue::new(json!({"id": key})),
+        };
+        let mut j = SqliteJournal::open(dir.path()).unwrap();
+        j.commit(vec![receipt("issued")]).unwrap();
+        // Positive control: the first consume commits the child and the tombstone.
+        j.commit(vec![child("inst-2"), receipt("consumed")])
+            .unwrap();
+        let second = j.commit(vec![child("inst-3"), receipt("consumed")]);
+        assert!(second.unwrap_err().contains("rcpt-1"));
+        let keys: Vec<String> = j.load().unwrap().into_iter().map(|(_, k, _)| k).collect();
+        assert_eq!(keys, ["inst-2", "rcpt-1"], "the losing batch left nothing");
+        // The check-then-act host writes its tombstone whatever the row says.
+        j.write_tombstones_unconditionally();
+        j.commit(vec![child("inst-3"), receipt("consumed")])
+            .unwrap();
+        assert_eq!(j.load().unwrap().len(), 3);
     }
 
     #[test]

@@ -2,7 +2,11 @@
 """An adapter that answers `initialize` correctly, then misbehaves on every later request as MODE says.
 
 Modes: silent, exit_mid, not_json, wrong_id, huge_line, stderr_flood,
-ignore_stdin_close, ignore_term, grandchild, no_newline_exit.
+ignore_stdin_close, ignore_term, grandchild, no_newline_exit; and, for
+requests in flight at once (it declares `concurrent-requests`), each
+collecting BATCH requests before it answers any: batch_reversed (all, last
+first), batch_duplicate (the first twice), batch_unknown_id (an id that was
+never sent), batch_one_silent (all but the first).
 """
 import json
 import os
@@ -11,6 +15,11 @@ import subprocess
 import sys
 
 MODE = sys.argv[1]
+BATCH = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+
+
+def batch_answer(rid):
+    return {"outcome": "ok", "detail": f"answer to {rid}"}
 
 
 def send_raw(text):
@@ -33,13 +42,31 @@ def main():
         # A child that outlives us unless the whole group is killed; its pid
         # goes out as our version so the test can check it is gone.
         child = subprocess.Popen(["sleep", "300"])
+    batch = []
     for line in sys.stdin:
         request = json.loads(line)
         rid, method = request["id"], request["method"]
         if method == "initialize":
             version = str(child.pid) if MODE == "grandchild" else "0"
+            capabilities = ["concurrent-requests"] if MODE.startswith("batch_") else []
             answer(rid, {"host": {"name": MODE, "version": version}, "protocol_version": "1.0",
-                         "capabilities": []})
+                         "capabilities": capabilities})
+        elif MODE.startswith("batch_"):
+            batch.append(rid)
+            if len(batch) < BATCH:
+                continue
+            ids, batch = batch, []
+            if MODE == "batch_reversed":
+                for b in reversed(ids):
+                    answer(b, batch_answer(b))
+            elif MODE == "batch_duplicate":
+                answer(ids[0], batch_answer(ids[0]))
+                answer(ids[0], batch_answer(ids[0]))
+            elif MODE == "batch_unknown_id":
+                answer(max(ids) + 100, batch_answer(max(ids) + 100))
+            elif MODE == "batch_one_silent":
+                for b in ids[1:]:
+                    answer(b, batch_answer(b))
         elif MODE == "silent":
             continue
         elif MODE == "exit_mid":

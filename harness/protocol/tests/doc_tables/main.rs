@@ -281,7 +281,18 @@ fn load_scenarios() -> Vec<ScenarioNeeds> {
             if !s["setup"]["clock"].is_null() {
                 methods.insert("clock/set".into());
             }
-            for step in s["steps"].as_array().expect("steps") {
+            // A concurrent step sends its actions' methods.
+            let steps = s["steps"]
+                .as_array()
+                .expect("steps")
+                .iter()
+                .flat_map(
+                    |step| match step.get("concurrently").and_then(Value::as_array) {
+                        Some(inner) => inner.iter().collect::<Vec<_>>(),
+                        None => vec![step],
+                    },
+                );
+            for step in steps {
                 let kind = step_kind(step);
                 if let Some(m) =
                     step_method(&kind).unwrap_or_else(|e| panic!("{}: {e}", file.display()))

@@ -248,7 +248,8 @@ impl ScenarioRun<'_> {
             | S::Restart(_)
             | S::ToolServer(_)
             | S::Authorizer(_)
-            | S::ModelEndpoint(_) => unreachable!("handled before `build_action`"),
+            | S::ModelEndpoint(_)
+            | S::Concurrently(_) => unreachable!("handled before `build_action`"),
         })
     }
 

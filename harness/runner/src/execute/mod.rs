@@ -27,6 +27,7 @@ use crate::scenario::{
 use crate::verdict::{Failure, FailureKind};
 
 mod bindings;
+mod concurrent;
 mod store_dir;
 
 use store_dir::StoreDir;
@@ -167,6 +168,8 @@ struct ScenarioRun<'a> {
     /// History entries recorded for the setup (configure, clock, the
     /// authorizer's initial mode), not for a step of the scenario.
     setup_entries: usize,
+    /// History entries beyond one per step: the further actions of concurrent steps.
+    extra_entries: usize,
     failures: Vec<Failure>,
     /// Expectations that held only on values the adapter declared inferred.
     held_on_inference: Vec<InferredCheck>,
@@ -264,6 +267,7 @@ pub async fn execute(
         observed: Arc::default(),
         history: Vec::new(),
         setup_entries: 0,
+        extra_entries: 0,
         failures: Vec::new(),
         held_on_inference: Vec::new(),
         checking: Checking::new(&scenario.checks),
@@ -309,7 +313,7 @@ pub async fn execute(
         Err(fault) => run.fault_outcome(fault, "configuring the host"),
         Ok(()) => run.steps(events).await,
     };
-    let steps_run = run.history.len() - run.setup_entries;
+    let steps_run = run.history.len() - run.setup_entries - run.extra_entries;
     run.close().await;
     let held_on_inference = run.invariants_held_on_inference();
     let ScenarioRun {
@@ -527,6 +531,9 @@ impl ScenarioRun<'_> {
         let mark = self.world.mark();
 
         let (kind, result) = match &step.action {
+            StepAction::Concurrently(c) => {
+                return self.concurrent_step(index, c, before, mark).await;
+            }
             StepAction::Restart(_) => {
                 let _ = self.host.shutdown().await;
                 let last_words = self.host.take_log();
@@ -985,15 +992,5 @@ impl ScenarioRun<'_> {
                 inferred,
             });
         }
-    }
-}
-
-/// Whether every field given in `partial` is equal in `actual` (objects recursively; anything else exactly).
-pub fn partial_match(partial: &Value, actual: &Value) -> bool {
-    match (partial, actual) {
-        (Value::Object(p), Value::Object(a)) => p
-            .iter()
-            .all(|(k, v)| a.get(k).is_some_and(|av| partial_match(v, av))),
-        _ => partial == actual,
     }
 }

@@ -6,6 +6,8 @@
 //! the JSON path (`steps[3].expect.delta.instances`) and serde's statement of
 //! what was expected; [`Scenario::validate`] then checks what a type cannot
 //! (aliases bound before use, the id matching the path, controls present).
+//! A `concurrently` step sends several actions at once, with expectations
+//! over the set of answers (`expect.set`): see [`concurrent`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -21,7 +23,10 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+pub mod concurrent;
 mod validate;
+
+pub use concurrent::{ConcurrentSteps, RACEABLE_KEYS, SetExpect};
 
 /// A tool the harness's MCP server serves: the tool server's own scenario type.
 pub use delegation_observers::tool_server::{DefinitionText, ToolSpec};
@@ -187,6 +192,7 @@ step_actions! {
     "tool_server" => ToolServer(ToolServerStep),
     "authorizer" => Authorizer(AuthorizerStep),
     "model_endpoint" => ModelEndpoint(ModelEndpointStep),
+    "concurrently" => Concurrently(ConcurrentSteps),
 }
 
 impl<'de> Deserialize<'de> for Step {
@@ -623,6 +629,9 @@ pub struct Expect {
     /// list means "shown no tool" (or no request was made for it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub model_saw: BTreeMap<String, Vec<String>>,
+    /// For a `concurrently` step: counts over its actions' answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set: Option<SetExpect>,
 }
 
 /// Counts over the decision records (`state/observe` `records`). A
@@ -859,6 +868,9 @@ impl StepAction {
             ],
             S::RevokeCapability(s) => vec![("capability", &s.capability, Capability)],
             S::ScoreRisk(s) => vec![("instance", &s.instance, Instance)],
+            S::Concurrently(c) => {
+                return c.0.iter().flat_map(|step| step.action.uses()).collect();
+            }
             _ => vec![],
         }
         .into_iter()

@@ -331,6 +331,7 @@ impl Scenario {
                 }
             }
         }
+        self.validate_concurrent(file)?;
         self.validate_lifecycle_replies(&bound, file)
     }
 

@@ -4,6 +4,7 @@
 mod expectations;
 mod fake;
 mod provenance;
+mod races;
 mod reference;
 mod timing;
 

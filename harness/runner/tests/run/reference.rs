@@ -40,7 +40,7 @@ fn edited(id: &str, edit: impl FnOnce(&mut Value)) -> tempfile::TempDir {
     dir
 }
 
-async fn run_catalogue(
+pub(crate) async fn run_catalogue(
     dir: &Path,
     filter: &[String],
     launcher: Arc<dyn HostLauncher>,
@@ -77,7 +77,7 @@ async fn in_process(dir: &Path) -> RunReport {
     .await
 }
 
-fn result<'a>(report: &'a RunReport, id: &str) -> &'a ScenarioResult {
+pub(crate) fn result<'a>(report: &'a RunReport, id: &str) -> &'a ScenarioResult {
     report
         .results
         .iter()
@@ -85,7 +85,7 @@ fn result<'a>(report: &'a RunReport, id: &str) -> &'a ScenarioResult {
         .unwrap_or_else(|| panic!("no result for {id}"))
 }
 
-fn assert_pass(r: &ScenarioResult) {
+pub(crate) fn assert_pass(r: &ScenarioResult) {
     assert_eq!(
         r.verdict,
         Verdict::Pass,
@@ -106,7 +106,7 @@ fn failed_at(r: &ScenarioResult) -> Vec<&str> {
 
 /// `delegation-reference-host`, built on demand: it belongs to another
 /// package, so cargo does not build it for this test binary.
-fn reference_binary() -> PathBuf {
+pub(crate) fn reference_binary() -> PathBuf {
     let status = std::process::Command::new(env!("CARGO"))
         .args([
             "build",

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use delegation_runner::catalogue::Catalogue;
 use delegation_runner::scenario::{Scenario, ScenarioError, StepAction, schema};
 
+mod concurrent;
 mod twins;
 
 fn fixtures() -> PathBuf {
