@@ -22,7 +22,10 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 /// rare because one of them anywhere sets the whole sequence's
 /// configuration. Each family of the model's decisions has operations of
 /// its own (capabilities, risk scores, exact-call grants and revocations,
-/// authorizer modes), and `ClockTo` lands on deadlines exactly. The order
+/// authorizer modes), and `ClockTo` lands on deadlines exactly. The
+/// composite operations (`AutoCall`, `GrantCall`) put the few steps of the
+/// automatic approval path and of an exact-call grant in the order they
+/// matter in, which separate operations rarely meet. The order
 /// matters for shrinking: a union simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
@@ -58,6 +61,9 @@ pub fn op() -> BoxedStrategy<Op> {
         7 => (u(), u(), u(), u()).prop_map(|(capability, binding, tool, call_id)| Op::CapabilityCall { capability, binding, tool, call_id }),
         3 => (u(), u()).prop_map(|(what, index)| Op::Revoke { what, index }),
         4 => (u(), u()).prop_map(|(deadline, offset)| Op::ClockTo { deadline, offset }),
+        4 => (u(), u(), u()).prop_map(|(instance, target, call)| Op::ModelLifecycle { instance, target, call }),
+        5 => (u(), u(), u(), u()).prop_map(|(instance, tool, arguments, prelude)| Op::AutoCall { instance, tool, arguments, prelude }),
+        5 => (u(), u(), u(), u()).prop_map(|(instance, tool, first, second)| Op::GrantCall { instance, tool, first, second }),
     ]
     .boxed()
 }
@@ -91,7 +97,7 @@ impl Generator {
     /// half builds the deep states.
     ///
     /// Half the cases draw from a swarm: a random half or so of the
-    /// operation kinds (swarm testing, Groce et al., ISSTA 2012). With all 25
+    /// operation kinds (swarm testing, Groce et al., ISSTA 2012). With all 28
     /// kinds in every case, the few operations a defect needs together (an
     /// authorizer mode, a delegation and a clock jump, say) rarely meet in
     /// one short sequence; leaving the rest out makes them meet often. The
@@ -421,6 +427,8 @@ mod tests {
             "capability/revoke ok",
             "review/score ok",
             "approval/answer ok",
+            "instance/turn resume denied",
+            "instance/turn wait ok",
             "instance/delegate ok",
             "instance/delegate denied",
         ] {

@@ -17,6 +17,8 @@ pub struct Driver {
     capabilities: Vec<(String, String, String, String)>,
     /// The deadline of the last wait, a boundary for `ClockTo`.
     last_wait_deadline: Option<Millis>,
+    /// The approval request the last tool call raised, for `GrantCall`'s answer.
+    last_raised: Option<String>,
     /// What the last `Authorizer` operation scripted.
     authorizer: Option<AuthorizerBehaviour>,
     authorizer_on: bool,
@@ -86,6 +88,7 @@ impl Driver {
             receipts: vec![],
             capabilities: vec![],
             last_wait_deadline: None,
+            last_raised: None,
             authorizer: None,
             authorizer_on,
             replay_deferred: false,
@@ -150,6 +153,13 @@ impl Driver {
                 agent.clone(),
             ));
         }
+        if let Some(approval) = result
+            .as_ref()
+            .and_then(|r| r.tool_call.as_ref())
+            .and_then(|c| c.approval.clone())
+        {
+            self.last_raised = Some(approval);
+        }
         self.note(result.as_ref());
     }
 
@@ -204,14 +214,169 @@ impl Driver {
     /// refresh. Sequences checked on their own (fuzz target, property test)
     /// step this way; the differential translation observes where its
     /// scenario does.
+    /// A composite operation is stepped part by part, observed after each
+    /// as the runner observes after each of its steps.
     pub fn step(&mut self, op: &Op) {
-        self.apply(op);
-        self.take_deferred_replay();
-        self.world.apply(&Action::Observe);
+        let mut stage = 0;
+        loop {
+            let more = self.apply_stage(op, stage);
+            self.take_deferred_replay();
+            self.world.apply(&Action::Observe);
+            if !more {
+                break;
+            }
+            stage += 1;
+        }
     }
 
+    /// Applies every part of `op` with no observation in between.
     pub fn apply(&mut self, op: &Op) {
+        let mut stage = 0;
+        while self.apply_stage(op, stage) {
+            stage += 1;
+        }
+    }
+
+    /// Applies part `stage` of `op` (counted from 0), resolved against the
+    /// world as the earlier parts left it; true while a part follows. A
+    /// plain operation is one part; a part may apply nothing (automatic
+    /// approval already on, no request raised to answer).
+    pub fn apply_stage(&mut self, op: &Op, stage: usize) -> bool {
+        match (op, stage) {
+            (Op::AutoCall { .. }, 0) => {
+                if !self.world.state.auto_approve {
+                    self.act(Action::SetAutoApprove { enabled: true });
+                }
+                true
+            }
+            (
+                Op::AutoCall {
+                    instance, prelude, ..
+                },
+                1,
+            ) => {
+                self.act(match prelude % 4 {
+                    risk @ (0 | 1) => Action::ScoreRisk {
+                        instance: self.instance(*instance),
+                        risk: RISKS[1 + risk as usize].into(),
+                    },
+                    2 => Action::ArmFault {
+                        point: FaultPoint::StoreWriteDecision,
+                        times: Some(1),
+                    },
+                    _ => Action::ArmFault {
+                        point: FaultPoint::CrashAfterDecisionCommit,
+                        times: Some(1),
+                    },
+                });
+                true
+            }
+            (
+                Op::AutoCall {
+                    instance,
+                    tool,
+                    arguments: a,
+                    ..
+                },
+                _,
+            ) => {
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*a),
+                });
+                false
+            }
+            (
+                Op::GrantCall {
+                    instance,
+                    tool,
+                    first,
+                    ..
+                },
+                0,
+            ) => {
+                self.last_raised = None;
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*first),
+                });
+                true
+            }
+            (Op::GrantCall { .. }, 1) => {
+                let raised = self.last_raised.take().filter(|id| {
+                    self.world
+                        .state
+                        .approvals
+                        .get(id)
+                        .is_some_and(|a| a.approval.state == ApprovalState::Pending)
+                });
+                if let Some(request) = raised {
+                    self.act(Action::Answer {
+                        request,
+                        decision: Decision::AllowExact,
+                    });
+                }
+                true
+            }
+            (
+                Op::GrantCall {
+                    instance,
+                    tool,
+                    second,
+                    ..
+                },
+                _,
+            ) => {
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*second),
+                });
+                false
+            }
+            (op, _) => {
+                self.apply_plain(op);
+                false
+            }
+        }
+    }
+
+    fn apply_plain(&mut self, op: &Op) {
         match op {
+            // Applied part by part in `apply_stage`, never here.
+            Op::AutoCall { .. } | Op::GrantCall { .. } => {}
+            Op::ModelLifecycle {
+                instance,
+                target,
+                call,
+            } => {
+                let caller = self.instance(*instance);
+                // Another instance: a model's lifecycle tool acts on a child, not on itself.
+                let others: Vec<String> = self
+                    .instances
+                    .iter()
+                    .filter(|i| **i != caller)
+                    .cloned()
+                    .collect();
+                let target = pick(&others, *target).unwrap_or_else(|| "inst-missing".into());
+                let marker = lifecycle_marker(
+                    self.world
+                        .replies
+                        .iter()
+                        .filter(|(_, r)| matches!(r, SimReply::Lifecycle(_)))
+                        .count(),
+                );
+                self.world.replies.push((
+                    marker.clone(),
+                    SimReply::Lifecycle(lifecycle_call(*call, target)),
+                ));
+                self.act(Action::Turn {
+                    instance: caller,
+                    input: marker,
+                })
+            }
             Op::Start {
                 sandbox: s,
                 policy: p,

@@ -132,6 +132,38 @@ pub enum Op {
         deadline: u8,
         offset: u8,
     },
+    /// A turn of `instance` whose model answers with one of its own
+    /// lifecycle tools (codex's `send_input`, `resume_agent`, `close_agent`,
+    /// `wait_agent`) on another instance: `call % 5` is send input, resume,
+    /// resume with input, close, wait. The reply names its target, which the
+    /// translation writes as the target's alias.
+    ModelLifecycle {
+        instance: u8,
+        target: u8,
+        call: u8,
+    },
+    /// The automatic approval path in one operation: automatic approval on
+    /// (if it is not), then `prelude % 4`: an elevated or a stale risk score
+    /// for the instance, a decision-write fault or the crash after the
+    /// decision's commit armed once; then a tool call. Each is a step of its
+    /// own; apart, the four operations rarely meet in this order.
+    AutoCall {
+        instance: u8,
+        tool: u8,
+        arguments: u8,
+        prelude: u8,
+    },
+    /// An exact-call grant and its near misses in one operation: a tool
+    /// call with the `first` of [`arguments`], an exact-call allow of the
+    /// approval request it raised (if it raised one), then the same tool
+    /// with the `second`: equal under RFC 8785, or one code point, one
+    /// path segment apart.
+    GrantCall {
+        instance: u8,
+        tool: u8,
+        first: u8,
+        second: u8,
+    },
 }
 
 impl Op {
@@ -170,6 +202,9 @@ impl Op {
             Op::CapabilityCall { .. } => "capability_call",
             Op::Revoke { .. } => "revoke",
             Op::ClockTo { .. } => "clock_to",
+            Op::ModelLifecycle { .. } => "model_lifecycle",
+            Op::AutoCall { .. } => "auto_call",
+            Op::GrantCall { .. } => "grant_call",
         }
     }
 
@@ -200,6 +235,9 @@ impl Op {
         "capability_call",
         "revoke",
         "clock_to",
+        "model_lifecycle",
+        "auto_call",
+        "grant_call",
     ];
 }
 
@@ -252,7 +290,7 @@ pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
 }
 
 /// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
-pub(super) const OP_VARIANTS: u64 = 25;
+pub(super) const OP_VARIANTS: u64 = 28;
 
 /// Longest sequence one fuzz input is decoded into. Checking every invariant
 /// over the whole history after every step costs quadratic time; 48 steps
@@ -316,6 +354,32 @@ pub(super) fn spawn_request(
 
 /// Risk scores the reviewer gives.
 pub const RISKS: [&str; 3] = ["low", "elevated", "stale"];
+
+/// The lifecycle call of a `ModelLifecycle` operation's `call`, on `target`.
+pub fn lifecycle_call(call: u8, target: String) -> LifecycleCall {
+    // A plain input: a marker here would run a spawn or a call inside the
+    // target's turn, which the translation cannot bind.
+    let input = || Some("hello".to_string());
+    let (op, message) = match call % 5 {
+        0 => (LifecycleOp::SendInput, input()),
+        1 => (LifecycleOp::Resume, None),
+        2 => (LifecycleOp::Resume, input()),
+        3 => (LifecycleOp::Close, None),
+        _ => (LifecycleOp::Wait, None),
+    };
+    LifecycleCall {
+        op,
+        target,
+        message,
+    }
+}
+
+/// The marker of the `n`th scripted lifecycle reply: no marker contains
+/// another (`LIFECYCLE-1-` is not in `LIFECYCLE-11-`) or the driver's
+/// `SPAWN`, `CALL`, `BREAK`.
+pub fn lifecycle_marker(n: usize) -> String {
+    format!("LIFECYCLE-{n}-")
+}
 
 /// The secret a capability call presents when it presents the wrong one.
 pub const WRONG_SECRET: &str = "not-the-issued-secret";
@@ -444,6 +508,23 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
             } => (22, vec![*capability, *binding, *tool, *call_id]),
             Op::Revoke { what, index } => (23, vec![*what, *index]),
             Op::ClockTo { deadline, offset } => (24, vec![*deadline, *offset]),
+            Op::ModelLifecycle {
+                instance,
+                target,
+                call,
+            } => (25, vec![*instance, *target, *call]),
+            Op::AutoCall {
+                instance,
+                tool,
+                arguments,
+                prelude,
+            } => (26, vec![*instance, *tool, *arguments, *prelude]),
+            Op::GrantCall {
+                instance,
+                tool,
+                first,
+                second,
+            } => (27, vec![*instance, *tool, *first, *second]),
         };
         // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
         // little-endian u32 tag; the smallest tag mapping to `index` is exact.
