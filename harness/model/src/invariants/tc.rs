@@ -190,18 +190,21 @@ pub(super) fn dispatches_tools(entry: &HistoryEntry) -> bool {
 /// TC5. Once a handler ran while event delivery was armed to fail, no later
 /// step that dispatches no tool (a redelivery, a wait, a restart, an
 /// observation) runs that tool's handler again; and a capability call
-/// retried with the `call_id` of one whose handler already ran runs no
-/// handler.
+/// retried with the `call_id` of one whose handler already ran, through
+/// the same capability, runs no handler.
 pub(super) fn tc5(run: &Run) -> Vec<Violation> {
     let history = run.history;
     let mut out = Vec::new();
     let mut delivery_failing = false;
     let mut completed: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut ran_call_ids: BTreeMap<&str, usize> = BTreeMap::new();
+    // A call id names a call of one capability (the one whose secret is
+    // presented): the same id on another capability is another call.
+    let mut ran_call_ids: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for entry in history {
         if let Some((
             Action::CapabilityCall {
                 call_id: Some(call_id),
+                secret,
                 tool,
                 ..
             },
@@ -209,7 +212,8 @@ pub(super) fn tc5(run: &Run) -> Vec<Violation> {
         )) = action_of(entry)
         {
             let handled = handler_calls_for(&entry.evidence, tool);
-            match ran_call_ids.get(call_id.as_str()) {
+            let key = (secret.as_str(), call_id.as_str());
+            match ran_call_ids.get(&key) {
                 Some(at) if handled > 0 => out.push(violation(
                     InvariantId::TC5,
                     entry.step,
@@ -217,7 +221,7 @@ pub(super) fn tc5(run: &Run) -> Vec<Violation> {
                     json!({"call_id": call_id, "handler_calls": handled, "completed_at": at}),
                 )),
                 None if handled > 0 => {
-                    ran_call_ids.insert(call_id, entry.step);
+                    ran_call_ids.insert(key, entry.step);
                 }
                 _ => {}
             }
