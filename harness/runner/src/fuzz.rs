@@ -575,6 +575,57 @@ mod tests {
                     },
                 ],
             ),
+            (
+                // A receipt's and a capability's life, a drifted
+                // delegation, and automatic approval switched off again.
+                "receipt_capability_and_drift_composites",
+                vec![
+                    Op::Authorizer { mode: 0 },
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 1,
+                        tools: 7,
+                    },
+                    Op::ReceiptUse {
+                        parent: 0,
+                        then: 0,
+                        tool: 0,
+                    },
+                    Op::ReceiptUse {
+                        parent: 0,
+                        then: 4,
+                        tool: 0,
+                    },
+                    Op::CapabilityUse {
+                        agent: 0,
+                        task: 1,
+                        tools: 3,
+                        then: 0,
+                    },
+                    Op::CapabilityUse {
+                        agent: 0,
+                        task: 3,
+                        tools: 7,
+                        then: 2,
+                    },
+                    Op::AutoCall {
+                        instance: 0,
+                        tool: 2,
+                        arguments: 0,
+                        prelude: 4,
+                    },
+                    Op::ReceiptUse {
+                        parent: 0,
+                        then: 1,
+                        tool: 2,
+                    },
+                    Op::DriftDelegate {
+                        parent: 0,
+                        tool: 1,
+                        role: 2,
+                    },
+                ],
+            ),
         ]
     }
 
@@ -633,8 +684,9 @@ mod tests {
     }
 
     /// The operations added for the mutants no separate operations met in
-    /// time: each mutant fails its short sequence at the composite or
-    /// lifecycle operation, and the correct host passes it whole.
+    /// time (the generator's reach, mutant by mutant): each mutant fails its
+    /// short sequence at the composite or lifecycle operation, and the
+    /// correct host passes it whole.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lifecycle_and_composite_operations_catch_their_mutants() {
         use delegation_host::mutants::Defect;
@@ -658,6 +710,17 @@ mod tests {
             instance: 0,
             target: 0,
             call,
+        };
+        let receipt_use = |then, tool| Op::ReceiptUse {
+            parent: 0,
+            then,
+            tool,
+        };
+        let capability_use = |then| Op::CapabilityUse {
+            agent: 0,
+            task: 0,
+            tools: 0,
+            then,
         };
         let close_child = Op::End {
             instance: 1,
@@ -686,7 +749,68 @@ mod tests {
                 Defect::LifecycleResumeReopens,
                 vec![start.clone(), spawn.clone(), close_child, lifecycle(1)],
             ),
-            (Defect::ModelWaitRunsTurn, vec![start, spawn, lifecycle(4)]),
+            (
+                Defect::ModelWaitRunsTurn,
+                vec![start.clone(), spawn, lifecycle(4)],
+            ),
+            (
+                Defect::AutoOffDiscardsDecisions,
+                vec![start.clone(), auto_call(4)],
+            ),
+            (
+                Defect::ReceiptNotTombstoned,
+                vec![start.clone(), receipt_use(0, 0)],
+            ),
+            (
+                Defect::ReceiptBindsNames,
+                vec![start.clone(), receipt_use(1, 0)],
+            ),
+            (
+                Defect::ReceiptExpiryOffByOne,
+                vec![start.clone(), receipt_use(3, 0)],
+            ),
+            (
+                Defect::AuthorizerSkippedOnReceipt,
+                vec![Op::Authorizer { mode: 1 }, start.clone(), receipt_use(5, 0)],
+            ),
+            (
+                Defect::CapabilityRetryReruns,
+                vec![start.clone(), capability_use(0)],
+            ),
+            (
+                Defect::CapabilityRevocationIgnored,
+                vec![start.clone(), capability_use(1)],
+            ),
+            (
+                Defect::CapabilityExpiryOffByOne,
+                vec![start.clone(), capability_use(2)],
+            ),
+            (
+                Defect::CapabilityBindingUnchecked,
+                vec![start.clone(), capability_use(3)],
+            ),
+            (
+                Defect::BoundedReachesAnyTool,
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    capability_use(0),
+                ],
+            ),
+            (
+                Defect::DriftCheckedOnChildToolsOnly,
+                vec![
+                    start,
+                    Op::DriftDelegate {
+                        parent: 0,
+                        tool: 1,
+                        role: 2,
+                    },
+                ],
+            ),
         ];
         for (defect, ops) in cases {
             passes(&ops).await;

@@ -23,9 +23,12 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 /// configuration. Each family of the model's decisions has operations of
 /// its own (capabilities, risk scores, exact-call grants and revocations,
 /// authorizer modes), and `ClockTo` lands on deadlines exactly. The
-/// composite operations (`AutoCall`, `GrantCall`) put the few steps of the
-/// automatic approval path and of an exact-call grant in the order they
-/// matter in, which separate operations rarely meet. The order
+/// composite operations (`AutoCall`, `GrantCall`, `ReceiptUse`,
+/// `CapabilityUse`, `DriftDelegate`) put the few steps of the automatic
+/// approval path, an exact-call grant, a receipt's and a capability's life
+/// and a drifted delegation in the order they matter in, which separate
+/// operations rarely meet (a consumption of the receipt just prepared, at
+/// its expiry instant; a retry of the call just made). The order
 /// matters for shrinking: a union simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
@@ -64,6 +67,9 @@ pub fn op() -> BoxedStrategy<Op> {
         4 => (u(), u(), u()).prop_map(|(instance, target, call)| Op::ModelLifecycle { instance, target, call }),
         5 => (u(), u(), u(), u()).prop_map(|(instance, tool, arguments, prelude)| Op::AutoCall { instance, tool, arguments, prelude }),
         5 => (u(), u(), u(), u()).prop_map(|(instance, tool, first, second)| Op::GrantCall { instance, tool, first, second }),
+        6 => (u(), u(), u()).prop_map(|(parent, then, tool)| Op::ReceiptUse { parent, then, tool }),
+        6 => (u(), u(), u(), u()).prop_map(|(agent, task, tools, then)| Op::CapabilityUse { agent, task, tools, then }),
+        3 => (u(), u(), u()).prop_map(|(parent, tool, role)| Op::DriftDelegate { parent, tool, role }),
     ]
     .boxed()
 }

@@ -138,7 +138,9 @@ struct Translator {
 pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
     let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
     let strict = ops.contains(&Op::Strict);
-    let canaries = ops.iter().any(|o| matches!(o, Op::Issue { .. }));
+    let canaries = ops
+        .iter()
+        .any(|o| matches!(o, Op::Issue { .. } | Op::CapabilityUse { .. }));
     let configuration = fuzz_configuration(authorizer, strict);
     // The real authorizer's allow is bound to the request; so is the
     // driver's (`bound_allows`, on by default).
@@ -382,9 +384,23 @@ impl Translator {
             _ => {
                 let mut before = before;
                 for e in &entries {
-                    if let StepKind::Action { action, result } = &e.kind {
-                        self.action(k, op, action, result, e, &before)?;
-                        before = e.observed.as_deref().cloned().unwrap_or_default();
+                    match &e.kind {
+                        StepKind::Action { action, result } => {
+                            self.action(k, op, action, result, e, &before)?;
+                            before = e.observed.as_deref().cloned().unwrap_or_default();
+                        }
+                        // A composite operation's silent tool change.
+                        StepKind::World {
+                            change: Some(change),
+                            ..
+                        } => {
+                            if self.crashed {
+                                return Err("an observer change while the host is down".into());
+                            }
+                            self.tool_change(k, change)?;
+                            before = e.observed.as_deref().cloned().unwrap_or_default();
+                        }
+                        _ => {}
                     }
                 }
                 Ok(())
@@ -557,9 +573,8 @@ impl Translator {
                 parent,
                 request,
             } => {
-                let Op::Consume { tamper, .. } = op else {
-                    return Err("a receipt consumed by another operation".into());
-                };
+                // Only `Consume` tampers; `ReceiptUse` consumes as prepared.
+                let tamper = matches!(op, Op::Consume { tamper: true, .. });
                 let rid = receipt["id"].as_str().unwrap_or_default();
                 let receipt_alias = self
                     .aliases
@@ -729,14 +744,11 @@ impl Translator {
                 arguments,
                 call_id,
             } => {
-                let Op::CapabilityCall { capability, .. } = op else {
-                    return Err("a capability call by another operation".into());
-                };
                 // The driver presents the capability it picked (or a wrong
                 // secret in its place): the same pick, as an alias.
                 let id = self
                     .driver
-                    .capability_id(*capability)
+                    .presented_capability()
                     .ok_or("a capability call with no capability issued")?;
                 let capability = self
                     .aliases
