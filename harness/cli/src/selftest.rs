@@ -54,6 +54,11 @@ pub struct SelftestArgs {
     /// Seed of the fuzz kill matrix's cases (one seed for every host, so rows compare).
     #[arg(long, default_value_t = 7, value_name = "N", requires = "fuzz")]
     pub seed: u64,
+    /// Also stop each host of the fuzz kill matrix after this many cases,
+    /// whichever of time and cases runs out first: a budget the machine's
+    /// load does not change, so matrices from different machines compare.
+    #[arg(long, value_name = "N", requires = "fuzz")]
+    pub fuzz_cases: Option<u64>,
     /// Upper bound on shrinking one finding of the fuzz kill matrix, in seconds.
     #[arg(
         long,
@@ -413,9 +418,13 @@ fn fuzz_matrix(args: &SelftestArgs, seconds: f64) -> anyhow::Result<i32> {
     if !(seconds > 0.0 && seconds.is_finite()) || !(args.shrink_seconds >= 0.0) {
         bail!("--fuzz and --shrink-seconds take a positive number of seconds, e.g. --fuzz 20");
     }
+    if args.fuzz_cases == Some(0) {
+        bail!("--fuzz-cases takes a positive number of cases, e.g. --fuzz-cases 400");
+    }
     let budget = Budget {
         seed: args.seed,
         find: std::time::Duration::from_secs_f64(seconds),
+        cases: args.fuzz_cases,
         shrink: std::time::Duration::from_secs_f64(args.shrink_seconds),
         max_ops: 48,
     };
@@ -426,8 +435,11 @@ fn fuzz_matrix(args: &SelftestArgs, seconds: f64) -> anyhow::Result<i32> {
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     anstream::println!(
-        "selftest --fuzz: seed {}, {seconds} s to find per host, the correct host then {} mutants",
+        "selftest --fuzz: seed {}, {seconds} s{} to find per host, the correct host then {} mutants",
         budget.seed,
+        budget
+            .cases
+            .map_or(String::new(), |n| format!(" or {n} cases")),
         defects.len()
     );
     let mut rows = Vec::new();

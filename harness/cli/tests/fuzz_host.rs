@@ -60,8 +60,9 @@ fn failures_on_mutant(dir: &Path, defect: Defect) -> usize {
     report.summary.fail
 }
 
-/// Fuzzes the mutant, then checks the finding end to end.
-fn mutant_is_found_shrunk_and_replayed(defect: Defect) {
+/// Fuzzes the mutant with `seed` (one whose first 60 cases find it with
+/// the generator as it is now), then checks the finding end to end.
+fn mutant_is_found_shrunk_and_replayed(defect: Defect, seed: &str) {
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().to_str().unwrap();
     let o = harness(&[
@@ -69,7 +70,7 @@ fn mutant_is_found_shrunk_and_replayed(defect: Defect) {
         "--defect",
         defect.name(),
         "--seed",
-        "7",
+        seed,
         "--cases",
         "60",
         "--max-ops",
@@ -114,17 +115,19 @@ fn mutant_is_found_shrunk_and_replayed(defect: Defect) {
 
 #[test]
 fn followup_after_close_is_found() {
-    mutant_is_found_shrunk_and_replayed(Defect::FollowupAfterClose);
+    mutant_is_found_shrunk_and_replayed(Defect::FollowupAfterClose, "7");
 }
 
 #[test]
 fn tools_bound_by_name_is_found() {
-    mutant_is_found_shrunk_and_replayed(Defect::ToolsBoundByName);
+    // Seed 7's first 60 cases of up to 24 operations miss it since the
+    // receipt and capability composites; 11 of seeds 1 to 12 find it.
+    mutant_is_found_shrunk_and_replayed(Defect::ToolsBoundByName, "4");
 }
 
 #[test]
 fn child_before_policy_check_is_found() {
-    mutant_is_found_shrunk_and_replayed(Defect::ChildBeforePolicyCheck);
+    mutant_is_found_shrunk_and_replayed(Defect::ChildBeforePolicyCheck, "7");
 }
 
 #[test]
@@ -225,7 +228,7 @@ fn interrupted_by(signal: &str) {
 /// Regression: shrinking this mutant's finding once panicked in the model
 /// (a receipt's tool looked up in a ceiling that does not hold it), the
 /// process exited 101 and the finding was lost. The seed is one whose cases
-/// find it within 100 with the generator as it is now (swarm cases since).
+/// find it within 100 with the generator as it is now (case 42 of seed 7).
 #[test]
 fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
     let out = tempfile::tempdir().unwrap();
@@ -235,7 +238,7 @@ fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
         "--defect",
         Defect::ReceiptParentNotChecked.name(),
         "--seed",
-        "3",
+        "7",
         "--cases",
         "100",
         "--shrink-time",

@@ -42,7 +42,14 @@ pub async fn run_scenario(
 ) -> (CaseResult, Execution) {
     // The runner's events are for reporters; fuzzing reads the execution itself.
     let (events, _) = tokio::sync::mpsc::unbounded_channel();
-    let execution = execute(scenario, launcher, &LiveObservers, exec, &events).await;
+    // Outside tokio's cooperative budget: an in-process case is one long
+    // poll of ready futures that spends the budget, and the model endpoint's
+    // mock server, dropped at the end of it, takes a tokio lock through a
+    // nested `block_on`, which then sees `Pending` forever and spins (a
+    // fuzz kill matrix hung there, in `MockServer::drop`).
+    let execution =
+        tokio::task::unconstrained(execute(scenario, launcher, &LiveObservers, exec, &events))
+            .await;
     let result = match &execution.outcome {
         RawOutcome::Unsupported(missing) => CaseResult::Unsupported(missing.clone()),
         RawOutcome::HarnessError(message) => CaseResult::HarnessError(message.clone()),
@@ -524,6 +531,101 @@ mod tests {
                     },
                 ],
             ),
+            (
+                // The model's own lifecycle tools on a live and a closed
+                // child, an exact-call grant and its near miss, and the
+                // automatic path on a decision-write fault.
+                "lifecycle_tools_and_composites",
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 1,
+                        tools: 7,
+                    },
+                    Op::Turn {
+                        instance: 0,
+                        marker: 1,
+                    },
+                    Op::ModelLifecycle {
+                        instance: 0,
+                        target: 0,
+                        call: 0,
+                    },
+                    Op::ModelLifecycle {
+                        instance: 0,
+                        target: 0,
+                        call: 3,
+                    },
+                    Op::ModelLifecycle {
+                        instance: 0,
+                        target: 0,
+                        call: 2,
+                    },
+                    Op::GrantCall {
+                        instance: 0,
+                        tool: 2,
+                        first: 1,
+                        second: 2,
+                    },
+                    Op::AutoCall {
+                        instance: 0,
+                        tool: 2,
+                        arguments: 4,
+                        prelude: 2,
+                    },
+                ],
+            ),
+            (
+                // A receipt's and a capability's life, a drifted
+                // delegation, and automatic approval switched off again.
+                "receipt_capability_and_drift_composites",
+                vec![
+                    Op::Authorizer { mode: 0 },
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 1,
+                        tools: 7,
+                    },
+                    Op::ReceiptUse {
+                        parent: 0,
+                        then: 0,
+                        tool: 0,
+                    },
+                    Op::ReceiptUse {
+                        parent: 0,
+                        then: 4,
+                        tool: 0,
+                    },
+                    Op::CapabilityUse {
+                        agent: 0,
+                        task: 1,
+                        tools: 3,
+                        then: 0,
+                    },
+                    Op::CapabilityUse {
+                        agent: 0,
+                        task: 3,
+                        tools: 7,
+                        then: 2,
+                    },
+                    Op::AutoCall {
+                        instance: 0,
+                        tool: 2,
+                        arguments: 0,
+                        prelude: 4,
+                    },
+                    Op::ReceiptUse {
+                        parent: 0,
+                        then: 1,
+                        tool: 2,
+                    },
+                    Op::DriftDelegate {
+                        parent: 0,
+                        tool: 1,
+                        role: 2,
+                    },
+                ],
+            ),
         ]
     }
 
@@ -580,6 +682,199 @@ mod tests {
             driver.step(op);
         }
         assert!(driver.violations().is_empty(), "{:?}", driver.violations());
+    }
+
+    /// The operations added for the mutants no separate operations met in
+    /// time (the generator's reach, mutant by mutant): each mutant fails its
+    /// short sequence at the composite or lifecycle operation, and the
+    /// correct host passes it whole.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lifecycle_and_composite_operations_catch_their_mutants() {
+        use delegation_host::mutants::Defect;
+        // Workspace-write, `untrusted`, every probe tool: the MCP probe asks a person.
+        let start = Op::Start {
+            sandbox: 1,
+            policy: 1,
+            tools: 7,
+        };
+        let auto_call = |prelude| Op::AutoCall {
+            instance: 0,
+            tool: 2,
+            arguments: 0,
+            prelude,
+        };
+        let spawn = Op::Turn {
+            instance: 0,
+            marker: 1,
+        };
+        let lifecycle = |call| Op::ModelLifecycle {
+            instance: 0,
+            target: 0,
+            call,
+        };
+        let receipt_use = |then, tool| Op::ReceiptUse {
+            parent: 0,
+            then,
+            tool,
+        };
+        let capability_use = |then| Op::CapabilityUse {
+            agent: 0,
+            task: 0,
+            tools: 0,
+            then,
+        };
+        let close_child = Op::End {
+            instance: 1,
+            how: 0,
+        };
+        let cases = [
+            (Defect::AutoIgnoresRisk, vec![start.clone(), auto_call(0)]),
+            (Defect::SwallowStoreError, vec![start.clone(), auto_call(2)]),
+            (
+                Defect::DispatchBeforeRecord,
+                vec![start.clone(), auto_call(3)],
+            ),
+            (
+                Defect::GrantMatchesToolOnly,
+                vec![
+                    start.clone(),
+                    Op::GrantCall {
+                        instance: 0,
+                        tool: 2,
+                        first: 1,
+                        second: 3,
+                    },
+                ],
+            ),
+            (
+                Defect::LifecycleResumeReopens,
+                vec![start.clone(), spawn.clone(), close_child, lifecycle(1)],
+            ),
+            (
+                Defect::ModelWaitRunsTurn,
+                vec![start.clone(), spawn, lifecycle(4)],
+            ),
+            (
+                Defect::AutoOffDiscardsDecisions,
+                vec![start.clone(), auto_call(4)],
+            ),
+            (
+                Defect::ReceiptNotTombstoned,
+                vec![start.clone(), receipt_use(0, 0)],
+            ),
+            (
+                Defect::ReceiptBindsNames,
+                vec![start.clone(), receipt_use(1, 0)],
+            ),
+            (
+                Defect::ReceiptExpiryOffByOne,
+                vec![start.clone(), receipt_use(3, 0)],
+            ),
+            (
+                Defect::AuthorizerSkippedOnReceipt,
+                vec![Op::Authorizer { mode: 1 }, start.clone(), receipt_use(5, 0)],
+            ),
+            (
+                Defect::CapabilityRetryReruns,
+                vec![start.clone(), capability_use(0)],
+            ),
+            (
+                Defect::CapabilityRevocationIgnored,
+                vec![start.clone(), capability_use(1)],
+            ),
+            (
+                Defect::CapabilityExpiryOffByOne,
+                vec![start.clone(), capability_use(2)],
+            ),
+            (
+                Defect::CapabilityBindingUnchecked,
+                vec![start.clone(), capability_use(3)],
+            ),
+            (
+                Defect::BoundedReachesAnyTool,
+                vec![
+                    Op::Start {
+                        sandbox: 1,
+                        policy: 0,
+                        tools: 7,
+                    },
+                    capability_use(0),
+                ],
+            ),
+            (
+                Defect::DriftCheckedOnChildToolsOnly,
+                vec![
+                    start,
+                    Op::DriftDelegate {
+                        parent: 0,
+                        tool: 1,
+                        role: 2,
+                    },
+                ],
+            ),
+        ];
+        for (defect, ops) in cases {
+            passes(&ops).await;
+            let mutant = delegation_host::ReferenceLauncher {
+                defect: Some(defect),
+                ..Default::default()
+            };
+            let (t, result) = run_ops(&ops, &mutant, &exec()).await;
+            let CaseResult::Fail { step, message } = result else {
+                panic!("{defect} is caught by {ops:?}: {result:?}");
+            };
+            assert_eq!(
+                failing_op(&t, step),
+                ops.len() - 1,
+                "{defect} at the last operation: {message}"
+            );
+        }
+    }
+
+    /// A lifecycle reply names its target by alias in the setup, with the
+    /// capability it needs, so the scenario loads as a catalogue file does.
+    #[test]
+    fn a_model_lifecycle_call_becomes_a_setup_rule_naming_its_target_by_alias() {
+        let ops = [
+            Op::Start {
+                sandbox: 1,
+                policy: 1,
+                tools: 7,
+            },
+            Op::Turn {
+                instance: 0,
+                marker: 1,
+            },
+            Op::ModelLifecycle {
+                instance: 0,
+                target: 0,
+                call: 0,
+            },
+            // No other instance for the lone root: the target is one nobody issued.
+            Op::Start {
+                sandbox: 1,
+                policy: 1,
+                tools: 7,
+            },
+        ];
+        let t = translate(&ops, "fuzz/001-x", "x");
+        assert_eq!(t.stopped, None);
+        let rule = serde_json::to_value(t.scenario.setup.model.last().unwrap()).unwrap();
+        assert_eq!(
+            rule["reply"]["lifecycle"],
+            serde_json::json!({"op": "send_input", "target": "i1", "message": "hello"}),
+            "{rule}"
+        );
+        assert!(
+            t.scenario
+                .needs
+                .contains(&delegation_protocol::capability::MODEL_LIFECYCLE_TOOLS.to_string()),
+            "{:?}",
+            t.scenario.needs
+        );
+        let text = serde_json::to_string(&t.scenario).unwrap();
+        let back = Scenario::parse(&text, std::path::Path::new("x.json")).unwrap();
+        back.validate(std::path::Path::new("x.json")).unwrap();
     }
 
     #[test]

@@ -28,6 +28,9 @@ pub struct Budget {
     pub seed: u64,
     /// Time to find a divergence, per mutant.
     pub find: Duration,
+    /// Cases to find one in, per mutant, if bounded: unlike the time, a
+    /// budget the machine's load does not change, so matrices compare.
+    pub cases: Option<u64>,
     /// Time to shrink one, per mutant.
     pub shrink: Duration,
     pub max_ops: usize,
@@ -87,7 +90,7 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
     let outcome = search(
         budget.seed,
         (1, budget.max_ops),
-        u64::MAX,
+        budget.cases.unwrap_or(u64::MAX),
         Some(started + budget.find),
         &launcher,
         &exec,
@@ -162,12 +165,15 @@ pub fn markdown(rows: &[FuzzRow], budget: Budget) -> String {
         reach.merge(&row.reach);
     }
     let mut out = format!(
-        "## Fuzz kill matrix\n\nSeed {}, up to {:.0} s to find and {:.0} s to shrink per host, sequences of up to {} operations, in-process. \
+        "## Fuzz kill matrix\n\nSeed {}, up to {:.0} s{} to find and {:.0} s to shrink per host, sequences of up to {} operations, in-process. \
          {found} of {} mutants found, shrunk and replayed; {short} of them shrunk to at most {SHORT} operations.\n\n\
          Generator {}.\n\n\
          | host | found | after | cases | operations (found -> shrunk) | replays | first divergence |\n|---|---|---|---|---|---|---|\n",
         budget.seed,
         budget.find.as_secs_f64(),
+        budget
+            .cases
+            .map_or(String::new(), |n| format!(" or {n} cases")),
         budget.shrink.as_secs_f64(),
         budget.max_ops,
         mutants.len(),
@@ -238,6 +244,7 @@ pub fn json_report(rows: &[FuzzRow], budget: Budget) -> String {
     serde_json::to_string_pretty(&json!({
         "seed": budget.seed,
         "find_seconds": budget.find.as_secs_f64(),
+        "find_cases": budget.cases,
         "shrink_seconds": budget.shrink.as_secs_f64(),
         "max_ops": budget.max_ops,
         "rows": rows,
@@ -256,6 +263,7 @@ mod tests {
         let budget = Budget {
             seed: 7,
             find: Duration::from_secs(20),
+            cases: None,
             shrink: Duration::from_secs(20),
             max_ops: 48,
         };

@@ -22,7 +22,13 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 /// rare because one of them anywhere sets the whole sequence's
 /// configuration. Each family of the model's decisions has operations of
 /// its own (capabilities, risk scores, exact-call grants and revocations,
-/// authorizer modes), and `ClockTo` lands on deadlines exactly. The order
+/// authorizer modes), and `ClockTo` lands on deadlines exactly. The
+/// composite operations (`AutoCall`, `GrantCall`, `ReceiptUse`,
+/// `CapabilityUse`, `DriftDelegate`) put the few steps of the automatic
+/// approval path, an exact-call grant, a receipt's and a capability's life
+/// and a drifted delegation in the order they matter in, which separate
+/// operations rarely meet (a consumption of the receipt just prepared, at
+/// its expiry instant; a retry of the call just made). The order
 /// matters for shrinking: a union simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
@@ -42,8 +48,8 @@ pub fn op() -> BoxedStrategy<Op> {
         3 => u().prop_map(|instance| Op::Fork { instance }),
         7 => (u(), u()).prop_map(|(approval, decision)| Op::Answer { approval, decision }),
         4 => b().prop_map(|enabled| Op::Auto { enabled }),
-        4 => u().prop_map(|parent| Op::Prepare { parent }),
-        5 => (u(), b(), b()).prop_map(|(receipt, tamper, other_parent)| Op::Consume { receipt, tamper, other_parent }),
+        6 => u().prop_map(|parent| Op::Prepare { parent }),
+        7 => (u(), b(), b()).prop_map(|(receipt, tamper, other_parent)| Op::Consume { receipt, tamper, other_parent }),
         3 => any::<u32>().prop_map(|advance| Op::Clock { advance }),
         4 => (u(), u()).prop_map(|(point, times)| Op::Fault { point, times }),
         3 => Just(Op::Restart),
@@ -58,6 +64,12 @@ pub fn op() -> BoxedStrategy<Op> {
         7 => (u(), u(), u(), u()).prop_map(|(capability, binding, tool, call_id)| Op::CapabilityCall { capability, binding, tool, call_id }),
         3 => (u(), u()).prop_map(|(what, index)| Op::Revoke { what, index }),
         4 => (u(), u()).prop_map(|(deadline, offset)| Op::ClockTo { deadline, offset }),
+        4 => (u(), u(), u()).prop_map(|(instance, target, call)| Op::ModelLifecycle { instance, target, call }),
+        5 => (u(), u(), u(), u()).prop_map(|(instance, tool, arguments, prelude)| Op::AutoCall { instance, tool, arguments, prelude }),
+        5 => (u(), u(), u(), u()).prop_map(|(instance, tool, first, second)| Op::GrantCall { instance, tool, first, second }),
+        6 => (u(), u(), u()).prop_map(|(parent, then, tool)| Op::ReceiptUse { parent, then, tool }),
+        6 => (u(), u(), u(), u()).prop_map(|(agent, task, tools, then)| Op::CapabilityUse { agent, task, tools, then }),
+        3 => (u(), u(), u()).prop_map(|(parent, tool, role)| Op::DriftDelegate { parent, tool, role }),
     ]
     .boxed()
 }
@@ -91,7 +103,7 @@ impl Generator {
     /// half builds the deep states.
     ///
     /// Half the cases draw from a swarm: a random half or so of the
-    /// operation kinds (swarm testing, Groce et al., ISSTA 2012). With all 25
+    /// operation kinds (swarm testing, Groce et al., ISSTA 2012). With all 28
     /// kinds in every case, the few operations a defect needs together (an
     /// authorizer mode, a delegation and a clock jump, say) rarely meet in
     /// one short sequence; leaving the rest out makes them meet often. The
@@ -421,6 +433,8 @@ mod tests {
             "capability/revoke ok",
             "review/score ok",
             "approval/answer ok",
+            "instance/turn resume denied",
+            "instance/turn wait ok",
             "instance/delegate ok",
             "instance/delegate denied",
         ] {

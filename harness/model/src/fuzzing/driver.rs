@@ -17,6 +17,14 @@ pub struct Driver {
     capabilities: Vec<(String, String, String, String)>,
     /// The deadline of the last wait, a boundary for `ClockTo`.
     last_wait_deadline: Option<Millis>,
+    /// The approval request the last tool call raised, for `GrantCall`'s answer.
+    last_raised: Option<String>,
+    /// The receipt a `ReceiptUse` prepared (an index into `receipts`), if it was issued.
+    last_prepared: Option<usize>,
+    /// The capability a `CapabilityUse` issued (an index into `capabilities`), if it was issued.
+    last_issued: Option<usize>,
+    /// The capability the last capability call presented, for the translation.
+    presented: Option<String>,
     /// What the last `Authorizer` operation scripted.
     authorizer: Option<AuthorizerBehaviour>,
     authorizer_on: bool,
@@ -28,6 +36,13 @@ pub struct Driver {
     /// off, its receipt is bound to nothing and every child is refused (the
     /// authorizer's `mismatched` answer), which a test may want on its own.
     pub bound_allows: bool,
+}
+
+/// The definition a changed tool is served with: another class and description.
+fn changed_tool(name: &str) -> Value {
+    let mut def = sample_tool(name, "mcp");
+    def["description"] = json!(format!("{name}, changed"));
+    def
 }
 
 impl Default for Driver {
@@ -86,6 +101,10 @@ impl Driver {
             receipts: vec![],
             capabilities: vec![],
             last_wait_deadline: None,
+            last_raised: None,
+            last_prepared: None,
+            last_issued: None,
+            presented: None,
             authorizer: None,
             authorizer_on,
             replay_deferred: false,
@@ -150,6 +169,13 @@ impl Driver {
                 agent.clone(),
             ));
         }
+        if let Some(approval) = result
+            .as_ref()
+            .and_then(|r| r.tool_call.as_ref())
+            .and_then(|c| c.approval.clone())
+        {
+            self.last_raised = Some(approval);
+        }
         self.note(result.as_ref());
     }
 
@@ -182,9 +208,70 @@ impl Driver {
         self.authorizer.as_ref()
     }
 
-    /// The id of the capability a `CapabilityCall` with this index presents.
-    pub fn capability_id(&self, i: u8) -> Option<String> {
-        pick(&self.capabilities, i).map(|(id, ..)| id)
+    /// The id of the capability the last capability call presented (or
+    /// presented a wrong secret in place of).
+    pub fn presented_capability(&self) -> Option<String> {
+        self.presented.clone()
+    }
+
+    /// Calls through capability `index` of those issued, presenting its
+    /// secret, task and agent or, by `binding % 6`, a near miss of one (see
+    /// [`Op::CapabilityCall`]).
+    fn capability_call(
+        &mut self,
+        index: usize,
+        binding: u8,
+        tool: &str,
+        arguments: Value,
+        call_id: Option<&str>,
+    ) {
+        let Some((id, secret, task, agent)) = self.capabilities.get(index).cloned() else {
+            return;
+        };
+        let (secret, task, agent) = match binding % 6 {
+            3 => (secret, other_task(&task), agent),
+            4 => (secret, task, self.other_instance(&agent)),
+            5 => (WRONG_SECRET.to_string(), task, agent),
+            _ => (secret, task, agent),
+        };
+        self.presented = Some(id);
+        self.act(Action::CapabilityCall {
+            secret,
+            task,
+            agent,
+            tool: tool.into(),
+            arguments,
+            call_id: call_id.map(str::to_string),
+        })
+    }
+
+    /// Consumes the receipt `ReceiptUse` prepared, as prepared.
+    fn consume_prepared(&mut self) {
+        let Some((value, request, parent)) = self.last_prepared.map(|i| self.receipts[i].clone())
+        else {
+            return;
+        };
+        self.act(Action::ConsumeReceipt {
+            receipt: value,
+            parent,
+            request,
+        })
+    }
+
+    /// Sets the clock to `at`, if that is not in the past.
+    fn clock_to(&mut self, at: Millis) {
+        if at > self.world.state.now {
+            self.act(Action::SetClock { now: at })
+        }
+    }
+
+    /// Redefines `name` without announcing it: another class and description.
+    fn redefine(&mut self, name: &str) {
+        self.world.change(SimChange::ChangeTool {
+            name: name.into(),
+            definition: changed_tool(name),
+            announce: false,
+        })
     }
 
     /// An instance other than `id`, or one never issued.
@@ -204,14 +291,280 @@ impl Driver {
     /// refresh. Sequences checked on their own (fuzz target, property test)
     /// step this way; the differential translation observes where its
     /// scenario does.
+    /// A composite operation is stepped part by part, observed after each
+    /// as the runner observes after each of its steps.
     pub fn step(&mut self, op: &Op) {
-        self.apply(op);
-        self.take_deferred_replay();
-        self.world.apply(&Action::Observe);
+        let mut stage = 0;
+        loop {
+            let more = self.apply_stage(op, stage);
+            self.take_deferred_replay();
+            self.world.apply(&Action::Observe);
+            if !more {
+                break;
+            }
+            stage += 1;
+        }
     }
 
+    /// Applies every part of `op` with no observation in between.
     pub fn apply(&mut self, op: &Op) {
+        let mut stage = 0;
+        while self.apply_stage(op, stage) {
+            stage += 1;
+        }
+    }
+
+    /// Applies part `stage` of `op` (counted from 0), resolved against the
+    /// world as the earlier parts left it; true while a part follows. A
+    /// plain operation is one part; a part may apply nothing (automatic
+    /// approval already on, no request raised to answer).
+    pub fn apply_stage(&mut self, op: &Op, stage: usize) -> bool {
+        match (op, stage) {
+            (Op::AutoCall { .. }, 0) => {
+                if !self.world.state.auto_approve {
+                    self.act(Action::SetAutoApprove { enabled: true });
+                }
+                true
+            }
+            (
+                Op::AutoCall {
+                    instance, prelude, ..
+                },
+                1,
+            ) => {
+                if prelude % 5 == 4 {
+                    return true;
+                }
+                self.act(match prelude % 5 {
+                    risk @ (0 | 1) => Action::ScoreRisk {
+                        instance: self.instance(*instance),
+                        risk: RISKS[1 + risk as usize].into(),
+                    },
+                    2 => Action::ArmFault {
+                        point: FaultPoint::StoreWriteDecision,
+                        times: Some(1),
+                    },
+                    _ => Action::ArmFault {
+                        point: FaultPoint::CrashAfterDecisionCommit,
+                        times: Some(1),
+                    },
+                });
+                true
+            }
+            (
+                Op::AutoCall {
+                    instance,
+                    tool,
+                    arguments: a,
+                    prelude,
+                },
+                2,
+            ) => {
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*a),
+                });
+                prelude % 5 == 4
+            }
+            (Op::AutoCall { .. }, _) => {
+                self.act(Action::SetAutoApprove { enabled: false });
+                false
+            }
+            (Op::ReceiptUse { parent, .. }, 0) => {
+                let before = self.receipts.len();
+                self.act(Action::PrepareReceipt {
+                    parent: self.instance(*parent),
+                    call_id: "call".into(),
+                    request: spawn_request(Some(0), None, 0),
+                    ttl_ms: None,
+                });
+                self.last_prepared = (self.receipts.len() > before).then_some(before);
+                true
+            }
+            (Op::ReceiptUse { then, tool, .. }, 1) => match ReceiptThen::of(*then) {
+                ReceiptThen::ConsumeTwice => {
+                    self.consume_prepared();
+                    true
+                }
+                ReceiptThen::RedefineSealed => {
+                    if self.last_prepared.is_some() {
+                        self.redefine(TOOLS[*tool as usize % 3]);
+                    }
+                    true
+                }
+                ReceiptThen::AtExpiry { offset } => {
+                    if let Some(i) = self.last_prepared
+                        && let Some(expires_at) = self.receipts[i].0["expires_at"].as_u64()
+                    {
+                        self.clock_to((expires_at + offset as Millis).saturating_sub(1));
+                    }
+                    true
+                }
+                ReceiptThen::Consume => {
+                    self.consume_prepared();
+                    false
+                }
+            },
+            (Op::ReceiptUse { .. }, _) => {
+                self.consume_prepared();
+                false
+            }
+            (
+                Op::CapabilityUse {
+                    agent, task, tools, ..
+                },
+                0,
+            ) => {
+                let before = self.capabilities.len();
+                self.act(Action::IssueCapability {
+                    task: TASKS[*task as usize % TASKS.len()].into(),
+                    agent: self.instance(*agent),
+                    tools: tool_subset(*tools | 1),
+                    expires_at: self.world.state.now + 60_000,
+                    secret: Some(format!("CANARY-fuzz-{before}")),
+                });
+                self.last_issued = (self.capabilities.len() > before).then_some(before);
+                true
+            }
+            (Op::CapabilityUse { tools, then, .. }, stage) => {
+                let Some(index) = self.last_issued else {
+                    return false;
+                };
+                let tool = pick(&tool_subset(*tools | 1), *tools >> 3).unwrap_or_default();
+                match (stage, CapabilityThen::of(*then)) {
+                    (1, _) | (2, CapabilityThen::Retry) => {
+                        self.capability_call(index, 0, &tool, arguments(0), Some("c0"));
+                        stage == 1
+                    }
+                    (2, CapabilityThen::RevokeAndCall) => {
+                        let id = self.capabilities[index].0.clone();
+                        self.act(Action::RevokeCapability { capability: id });
+                        true
+                    }
+                    (2, CapabilityThen::CallAtExpiry) => {
+                        let expires_at = self.world.state.capabilities[&self.capabilities[index].0]
+                            .capability
+                            .expires_at;
+                        self.clock_to(expires_at);
+                        true
+                    }
+                    (_, then) => {
+                        let binding = match then {
+                            CapabilityThen::OtherTask => 3,
+                            CapabilityThen::OtherAgent => 4,
+                            _ => 0,
+                        };
+                        self.capability_call(index, binding, &tool, arguments(0), None);
+                        false
+                    }
+                }
+            }
+            (Op::DriftDelegate { tool, .. }, 0) => {
+                self.redefine(TOOLS[*tool as usize % 3]);
+                true
+            }
+            (Op::DriftDelegate { parent, role, .. }, _) => {
+                self.act(Action::Delegate {
+                    parent: self.instance(*parent),
+                    request: spawn_request(None, Some(7), *role),
+                });
+                false
+            }
+            (
+                Op::GrantCall {
+                    instance,
+                    tool,
+                    first,
+                    ..
+                },
+                0,
+            ) => {
+                self.last_raised = None;
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*first),
+                });
+                true
+            }
+            (Op::GrantCall { .. }, 1) => {
+                let raised = self.last_raised.take().filter(|id| {
+                    self.world
+                        .state
+                        .approvals
+                        .get(id)
+                        .is_some_and(|a| a.approval.state == ApprovalState::Pending)
+                });
+                if let Some(request) = raised {
+                    self.act(Action::Answer {
+                        request,
+                        decision: Decision::AllowExact,
+                    });
+                }
+                true
+            }
+            (
+                Op::GrantCall {
+                    instance,
+                    tool,
+                    second,
+                    ..
+                },
+                _,
+            ) => {
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool: TOOLS[*tool as usize % 3].into(),
+                    arguments: arguments(*second),
+                });
+                false
+            }
+            (op, _) => {
+                self.apply_plain(op);
+                false
+            }
+        }
+    }
+
+    fn apply_plain(&mut self, op: &Op) {
         match op {
+            // Applied part by part in `apply_stage`, never here.
+            Op::AutoCall { .. }
+            | Op::GrantCall { .. }
+            | Op::ReceiptUse { .. }
+            | Op::CapabilityUse { .. }
+            | Op::DriftDelegate { .. } => {}
+            Op::ModelLifecycle {
+                instance,
+                target,
+                call,
+            } => {
+                let caller = self.instance(*instance);
+                // Another instance: a model's lifecycle tool acts on a child, not on itself.
+                let others: Vec<String> = self
+                    .instances
+                    .iter()
+                    .filter(|i| **i != caller)
+                    .cloned()
+                    .collect();
+                let target = pick(&others, *target).unwrap_or_else(|| "inst-missing".into());
+                let marker = lifecycle_marker(
+                    self.world
+                        .replies
+                        .iter()
+                        .filter(|(_, r)| matches!(r, SimReply::Lifecycle(_)))
+                        .count(),
+                );
+                self.world.replies.push((
+                    marker.clone(),
+                    SimReply::Lifecycle(lifecycle_call(*call, target)),
+                ));
+                self.act(Action::Turn {
+                    instance: caller,
+                    input: marker,
+                })
+            }
             Op::Start {
                 sandbox: s,
                 policy: p,
@@ -326,11 +679,9 @@ impl Driver {
             Op::Restart => self.world.restart(),
             Op::ChangeTool { tool, announce } => {
                 let name = TOOLS[*tool as usize % 3];
-                let mut def = sample_tool(name, "mcp");
-                def["description"] = json!(format!("{name}, changed"));
                 self.world.change(SimChange::ChangeTool {
                     name: name.into(),
-                    definition: def,
+                    definition: changed_tool(name),
                     announce: *announce,
                 })
             }
@@ -422,25 +773,16 @@ impl Driver {
                 tool,
                 call_id,
             } => {
-                let Some((_, secret, task, agent)) = pick(&self.capabilities, *capability) else {
+                if self.capabilities.is_empty() {
                     return;
-                };
-                let (secret, task, agent) = match binding % 6 {
-                    3 => (secret, other_task(&task), agent),
-                    4 => (secret, task, self.other_instance(&agent)),
-                    5 => (WRONG_SECRET.to_string(), task, agent),
-                    _ => (secret, task, agent),
-                };
-                self.act(Action::CapabilityCall {
-                    secret,
-                    task,
-                    agent,
-                    tool: TOOLS[*tool as usize % 3].into(),
-                    arguments: arguments(*tool / 3),
-                    call_id: ["c0", "c1"]
-                        .get(*call_id as usize % 3)
-                        .map(|c| c.to_string()),
-                })
+                }
+                self.capability_call(
+                    *capability as usize % self.capabilities.len(),
+                    *binding,
+                    TOOLS[*tool as usize % 3],
+                    arguments(*tool / 3),
+                    ["c0", "c1"].get(*call_id as usize % 3).copied(),
+                )
             }
             Op::Revoke { what, index } => match what % 3 {
                 0 => {

@@ -132,6 +132,124 @@ pub enum Op {
         deadline: u8,
         offset: u8,
     },
+    /// A turn of `instance` whose model answers with one of its own
+    /// lifecycle tools (codex's `send_input`, `resume_agent`, `close_agent`,
+    /// `wait_agent`) on another instance: `call % 5` is send input, resume,
+    /// resume with input, close, wait. The reply names its target, which the
+    /// translation writes as the target's alias.
+    ModelLifecycle {
+        instance: u8,
+        target: u8,
+        call: u8,
+    },
+    /// The automatic approval path in one operation: automatic approval on
+    /// (if it is not), then `prelude % 5`: an elevated or a stale risk score
+    /// for the instance, a decision-write fault or the crash after the
+    /// decision's commit armed once, or nothing; then a tool call; with no
+    /// prelude, automatic approval off again after the call (its committed
+    /// decisions must stay decided). Each is a step of its own; apart, the
+    /// four operations rarely meet in this order.
+    AutoCall {
+        instance: u8,
+        tool: u8,
+        arguments: u8,
+        prelude: u8,
+    },
+    /// An exact-call grant and its near misses in one operation: a tool
+    /// call with the `first` of [`arguments`], an exact-call allow of the
+    /// approval request it raised (if it raised one), then the same tool
+    /// with the `second`: equal under RFC 8785, or one code point, one
+    /// path segment apart.
+    GrantCall {
+        instance: u8,
+        tool: u8,
+        first: u8,
+        second: u8,
+    },
+    /// A receipt's life in one operation: `parent` prepares a receipt, then
+    /// by `then % 6` (see [`ReceiptThen`]) it is consumed twice; one of the
+    /// tools it seals (`tool`) is redefined before it is consumed; the clock
+    /// is set one millisecond before, at or after its expiry before it is
+    /// consumed; or it is consumed once. Apart, a preparation, a consumption
+    /// and a redefinition or a deadline rarely meet on the same receipt.
+    ReceiptUse {
+        parent: u8,
+        then: u8,
+        tool: u8,
+    },
+    /// A task capability's life in one operation: issued to `agent` for
+    /// `task` with `tools` (probe.read always among them), valid a minute,
+    /// called once as bound with call id `c0`, then by `then % 5` (see
+    /// [`CapabilityThen`]): the same call retried, revoked and called again,
+    /// called at its expiry instant, called for a task one code point off,
+    /// or called by another agent.
+    CapabilityUse {
+        agent: u8,
+        task: u8,
+        tools: u8,
+        then: u8,
+    },
+    /// A tool redefined silently (`tool`), then a delegation from `parent`
+    /// whose request names every probe tool, with the role of `role`: the
+    /// drift check must look at what the request names, not at what the
+    /// child's role default leaves it.
+    DriftDelegate {
+        parent: u8,
+        tool: u8,
+        role: u8,
+    },
+}
+
+/// What a `ReceiptUse` operation does with the receipt it prepared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReceiptThen {
+    /// Consumed, then consumed again: single use (RC1).
+    ConsumeTwice,
+    /// One of the tools it seals redefined, then consumed (SD1).
+    RedefineSealed,
+    /// The clock set `offset` ms after its expiry minus one (so one
+    /// millisecond before, at, after), then consumed (RC2).
+    AtExpiry { offset: u8 },
+    /// Consumed once, plainly: the external authorizer's path (EA1).
+    Consume,
+}
+
+impl ReceiptThen {
+    pub fn of(then: u8) -> ReceiptThen {
+        match then % 6 {
+            0 => ReceiptThen::ConsumeTwice,
+            1 => ReceiptThen::RedefineSealed,
+            n @ 2..=4 => ReceiptThen::AtExpiry { offset: n - 2 },
+            _ => ReceiptThen::Consume,
+        }
+    }
+}
+
+/// What a `CapabilityUse` operation does after the first, bound call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapabilityThen {
+    /// The same call again, same call id: the kept outcome (TC5).
+    Retry,
+    /// Revoked, then called with no call id (TC2).
+    RevokeAndCall,
+    /// The clock set to its expiry instant, then called (TC3).
+    CallAtExpiry,
+    /// Called for a task one code point off or normalising alike (TC1).
+    OtherTask,
+    /// Called by another agent (TC1).
+    OtherAgent,
+}
+
+impl CapabilityThen {
+    pub fn of(then: u8) -> CapabilityThen {
+        [
+            CapabilityThen::Retry,
+            CapabilityThen::RevokeAndCall,
+            CapabilityThen::CallAtExpiry,
+            CapabilityThen::OtherTask,
+            CapabilityThen::OtherAgent,
+        ][then as usize % 5]
+    }
 }
 
 impl Op {
@@ -170,6 +288,12 @@ impl Op {
             Op::CapabilityCall { .. } => "capability_call",
             Op::Revoke { .. } => "revoke",
             Op::ClockTo { .. } => "clock_to",
+            Op::ModelLifecycle { .. } => "model_lifecycle",
+            Op::AutoCall { .. } => "auto_call",
+            Op::GrantCall { .. } => "grant_call",
+            Op::ReceiptUse { .. } => "receipt_use",
+            Op::CapabilityUse { .. } => "capability_use",
+            Op::DriftDelegate { .. } => "drift_delegate",
         }
     }
 
@@ -200,6 +324,12 @@ impl Op {
         "capability_call",
         "revoke",
         "clock_to",
+        "model_lifecycle",
+        "auto_call",
+        "grant_call",
+        "receipt_use",
+        "capability_use",
+        "drift_delegate",
     ];
 }
 
@@ -252,7 +382,7 @@ pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
 }
 
 /// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
-pub(super) const OP_VARIANTS: u64 = 25;
+pub(super) const OP_VARIANTS: u64 = 31;
 
 /// Longest sequence one fuzz input is decoded into. Checking every invariant
 /// over the whole history after every step costs quadratic time; 48 steps
@@ -316,6 +446,32 @@ pub(super) fn spawn_request(
 
 /// Risk scores the reviewer gives.
 pub const RISKS: [&str; 3] = ["low", "elevated", "stale"];
+
+/// The lifecycle call of a `ModelLifecycle` operation's `call`, on `target`.
+pub fn lifecycle_call(call: u8, target: String) -> LifecycleCall {
+    // A plain input: a marker here would run a spawn or a call inside the
+    // target's turn, which the translation cannot bind.
+    let input = || Some("hello".to_string());
+    let (op, message) = match call % 5 {
+        0 => (LifecycleOp::SendInput, input()),
+        1 => (LifecycleOp::Resume, None),
+        2 => (LifecycleOp::Resume, input()),
+        3 => (LifecycleOp::Close, None),
+        _ => (LifecycleOp::Wait, None),
+    };
+    LifecycleCall {
+        op,
+        target,
+        message,
+    }
+}
+
+/// The marker of the `n`th scripted lifecycle reply: no marker contains
+/// another (`LIFECYCLE-1-` is not in `LIFECYCLE-11-`) or the driver's
+/// `SPAWN`, `CALL`, `BREAK`.
+pub fn lifecycle_marker(n: usize) -> String {
+    format!("LIFECYCLE-{n}-")
+}
 
 /// The secret a capability call presents when it presents the wrong one.
 pub const WRONG_SECRET: &str = "not-the-issued-secret";
@@ -444,6 +600,31 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
             } => (22, vec![*capability, *binding, *tool, *call_id]),
             Op::Revoke { what, index } => (23, vec![*what, *index]),
             Op::ClockTo { deadline, offset } => (24, vec![*deadline, *offset]),
+            Op::ModelLifecycle {
+                instance,
+                target,
+                call,
+            } => (25, vec![*instance, *target, *call]),
+            Op::AutoCall {
+                instance,
+                tool,
+                arguments,
+                prelude,
+            } => (26, vec![*instance, *tool, *arguments, *prelude]),
+            Op::GrantCall {
+                instance,
+                tool,
+                first,
+                second,
+            } => (27, vec![*instance, *tool, *first, *second]),
+            Op::ReceiptUse { parent, then, tool } => (28, vec![*parent, *then, *tool]),
+            Op::CapabilityUse {
+                agent,
+                task,
+                tools,
+                then,
+            } => (29, vec![*agent, *task, *tools, *then]),
+            Op::DriftDelegate { parent, tool, role } => (30, vec![*parent, *tool, *role]),
         };
         // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
         // little-endian u32 tag; the smallest tag mapping to `index` is exact.

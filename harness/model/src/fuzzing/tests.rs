@@ -178,6 +178,8 @@ fn model_seeds() -> Vec<(&'static str, Vec<Op>)> {
                 Op::Auto { enabled: true },
             ],
         ),
+        ("lifecycle_tools_and_composites", lifecycle_and_composites()),
+        ("receipt_capability_and_drift_composites", life_composites()),
     ]
 }
 
@@ -520,4 +522,228 @@ fn a_large_integral_double_is_the_only_tolerated_reparse_failure() {
         parse_strict(&canonical_json(&parse_strict("2.5e17").unwrap()).unwrap()),
         Err(DefinitionError::IntegerOutOfRange { .. })
     ));
+}
+
+/// The model's own lifecycle tools on a closed child, and the composite
+/// operations of the automatic approval path and of an exact-call grant.
+fn lifecycle_and_composites() -> Vec<Op> {
+    vec![
+        Op::Start {
+            sandbox: 1,
+            policy: 1,
+            tools: 7,
+        },
+        Op::Turn {
+            instance: 0,
+            marker: 1,
+        },
+        Op::End {
+            instance: 1,
+            how: 0,
+        },
+        // Resume, then wait, on the closed child.
+        Op::ModelLifecycle {
+            instance: 0,
+            target: 0,
+            call: 1,
+        },
+        Op::ModelLifecycle {
+            instance: 0,
+            target: 0,
+            call: 4,
+        },
+        Op::GrantCall {
+            instance: 0,
+            tool: 2,
+            first: 1,
+            second: 3,
+        },
+        Op::AutoCall {
+            instance: 0,
+            tool: 2,
+            arguments: 0,
+            prelude: 0,
+        },
+    ]
+}
+
+/// What each new operation comes to in the model: a lifecycle call on a
+/// closed child is refused and makes no request for it; an exact-call
+/// grant admits no call with other arguments; the automatic path leaves a
+/// call of an instance scored elevated to a person.
+#[test]
+fn lifecycle_tools_and_composite_operations_reach_their_decisions() {
+    let mut d = Driver::new();
+    let mut results = Vec::new();
+    for op in lifecycle_and_composites() {
+        let from = d.world.history.len();
+        d.step(&op);
+        for e in &d.world.history[from..] {
+            if let StepKind::Action {
+                action,
+                result: Ok(r),
+            } = &e.kind
+            {
+                results.push((action.clone(), r.clone(), e.evidence.clone()));
+            }
+        }
+    }
+    assert!(d.violations().is_empty(), "{:?}", d.violations());
+    let child = d.instances[1].clone();
+    assert_eq!(
+        d.world.state.instances[&child].state,
+        LifecycleState::Closed
+    );
+    let lifecycle: Vec<_> = results
+        .iter()
+        .filter_map(|(_, r, evidence)| match &r.turn {
+            Some(TurnReport::Lifecycle { lifecycle, .. }) => Some((
+                lifecycle.reason,
+                evidence.model_requests.get(&child).copied(),
+            )),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [(Some(DenyReason::InstanceTerminal), None), (None, None)],
+        "a resume of the closed child is refused; a wait on it answers at once; neither asks its model"
+    );
+    let calls: Vec<_> = results
+        .iter()
+        .filter(|(a, ..)| matches!(a, Action::ToolCall { .. } | Action::Answer { .. }))
+        .map(|(a, r, _)| {
+            (
+                a.method(),
+                r.tool_call
+                    .as_ref()
+                    .map(|c| (c.outcome, c.approval.is_some())),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (
+                "instance/tool_call",
+                Some((ToolCallOutcome::PendingApproval, true))
+            ),
+            ("approval/answer", Some((ToolCallOutcome::Executed, true))),
+            (
+                "instance/tool_call",
+                Some((ToolCallOutcome::PendingApproval, true))
+            ),
+            (
+                "instance/tool_call",
+                Some((ToolCallOutcome::PendingApproval, true))
+            ),
+        ],
+        "the grant's near miss and the elevated automatic call both wait for a person"
+    );
+    assert!(d.world.state.auto_approve);
+}
+
+/// The composite operations of a receipt's and a capability's life, the
+/// drifted delegation, and the automatic path switched off again.
+fn life_composites() -> Vec<Op> {
+    let receipt_use = |then, tool| Op::ReceiptUse {
+        parent: 0,
+        then,
+        tool,
+    };
+    let capability_use = |then| Op::CapabilityUse {
+        agent: 0,
+        task: 0,
+        tools: 0,
+        then,
+    };
+    vec![
+        Op::Start {
+            sandbox: 1,
+            policy: 1,
+            tools: 7,
+        },
+        receipt_use(0, 0),
+        receipt_use(3, 0),
+        capability_use(0),
+        capability_use(1),
+        Op::AutoCall {
+            instance: 0,
+            tool: 2,
+            arguments: 0,
+            prelude: 4,
+        },
+        // The MCP probe redefined under the receipt, then the write probe
+        // under a delegation whose role default keeps only the read probe.
+        receipt_use(1, 2),
+        Op::DriftDelegate {
+            parent: 0,
+            tool: 1,
+            role: 2,
+        },
+    ]
+}
+
+/// What each of those comes to in the model: a receipt admits once and
+/// not at its expiry instant nor once a tool it seals drifted; a retried
+/// capability call returns the kept outcome and a revoked capability is
+/// refused; a delegation naming a drifted tool is refused even when the
+/// role default would drop it; automatic approval switched off keeps the
+/// decision it made.
+#[test]
+fn receipt_capability_and_drift_composites_reach_their_decisions() {
+    let mut d = Driver::new();
+    let mut reasons = Vec::new();
+    for op in life_composites() {
+        let from = d.world.history.len();
+        d.step(&op);
+        for e in &d.world.history[from..] {
+            if let StepKind::Action {
+                action,
+                result: Ok(r),
+            } = &e.kind
+                && !matches!(action, Action::Observe)
+            {
+                reasons.push((op.kind(), action.method(), r.reason));
+            }
+        }
+    }
+    assert!(d.violations().is_empty(), "{:?}", d.violations());
+    let denied: Vec<_> = reasons
+        .iter()
+        .filter_map(|(kind, method, reason)| reason.map(|r| (*kind, *method, r)))
+        .collect();
+    assert_eq!(
+        denied,
+        [
+            (
+                "receipt_use",
+                "receipt/consume",
+                DenyReason::ReceiptConsumed
+            ),
+            ("receipt_use", "receipt/consume", DenyReason::ReceiptExpired),
+            (
+                "capability_use",
+                "capability/call",
+                DenyReason::EventReplayed
+            ),
+            (
+                "capability_use",
+                "capability/call",
+                DenyReason::CapabilityDenied
+            ),
+            ("receipt_use", "receipt/consume", DenyReason::ToolDrift),
+            ("drift_delegate", "instance/delegate", DenyReason::ToolDrift),
+        ],
+        "{reasons:?}"
+    );
+    assert!(!d.world.state.auto_approve);
+    assert!(
+        d.world
+            .state
+            .approvals
+            .values()
+            .all(|a| a.approval.state != ApprovalState::Pending),
+        "the automatic decision stays decided"
+    );
 }

@@ -181,15 +181,17 @@ pub(super) fn dispatches_tools(entry: &HistoryEntry) -> bool {
 /// TC5. Once a handler ran while event delivery was armed to fail, no later
 /// step that dispatches no tool (a redelivery, a wait, a restart, an
 /// observation) runs that tool's handler again; and a capability call
-/// retried with the `call_id` of one whose handler already ran runs no
-/// handler.
+/// retried with the `call_id` of one whose handler already ran, through
+/// the same capability, runs no handler.
 #[derive(Default)]
 pub(super) struct Tc5 {
     delivery_failing: bool,
     /// Each tool whose handler ran while event delivery was failing, and the step.
     completed: BTreeMap<String, usize>,
-    /// Each capability call id whose handler ran, and the step.
-    ran_call_ids: BTreeMap<String, usize>,
+    /// Each capability call whose handler ran, by the secret presented and
+    /// its call id, and the step: a call id names a call of one capability,
+    /// so the same id on another capability is another call.
+    ran_call_ids: BTreeMap<(String, String), usize>,
 }
 
 impl Checker for Tc5 {
@@ -197,6 +199,7 @@ impl Checker for Tc5 {
         if let Some((
             Action::CapabilityCall {
                 call_id: Some(call_id),
+                secret,
                 tool,
                 ..
             },
@@ -204,7 +207,8 @@ impl Checker for Tc5 {
         )) = action_of(entry)
         {
             let handled = handler_calls_for(&entry.evidence, tool);
-            match self.ran_call_ids.get(call_id.as_str()) {
+            let key = (secret.clone(), call_id.clone());
+            match self.ran_call_ids.get(&key) {
                 Some(at) if handled > 0 => out.push(violation(
                     InvariantId::TC5,
                     entry.step,
@@ -212,7 +216,7 @@ impl Checker for Tc5 {
                     json!({"call_id": call_id, "handler_calls": handled, "completed_at": at}),
                 )),
                 None if handled > 0 => {
-                    self.ran_call_ids.insert(call_id.clone(), entry.step);
+                    self.ran_call_ids.insert(key, entry.step);
                 }
                 _ => {}
             }

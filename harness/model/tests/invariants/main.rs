@@ -1216,3 +1216,32 @@ fn a_failed_answer_uses_up_an_armed_decision_write_failure() {
     assert!(check(InvariantId::PG1, &history(true)).is_empty());
     assert_eq!(check(InvariantId::PG1, &history(false)).len(), 1);
 }
+
+/// A call id is scoped to the capability presented: the same id through
+/// another capability is a new call whose handler runs (fuzzing found TC5
+/// flagging it while the model and the reference host key outcomes by
+/// capability); through the same capability it is a retry that must not.
+#[test]
+fn tc5_scopes_a_call_id_to_the_capability_presented() {
+    let call = |secret: &str| Action::CapabilityCall {
+        secret: secret.into(),
+        task: "t1".into(),
+        agent: "root".into(),
+        tool: "fs.read".into(),
+        arguments: serde_json::json!({}),
+        call_id: Some("c0".into()),
+    };
+    let history = |second: &str| {
+        H::new()
+            .then(issue_canary)
+            .act(call(CANARY), ActionResult::ok())
+            .handler_calls(&["fs.read"])
+            .act(call(second), ActionResult::ok())
+            .handler_calls(&["fs.read"])
+            .build()
+    };
+    assert!(check(InvariantId::TC5, &history("CANARY-other-capability")).is_empty());
+    let rerun = check(InvariantId::TC5, &history(CANARY));
+    assert_eq!(rerun.len(), 1, "{rerun:#?}");
+    assert!(rerun[0].message.contains("retry of capability call `c0`"));
+}

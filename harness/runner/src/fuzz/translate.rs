@@ -31,6 +31,7 @@ use delegation_model::{
     Action, ActionResult, ApprovalState, AuthorizerBehaviour, Configuration, Decision,
     HistoryEntry, InvariantId, Observed, StepKind, Tier, TurnReport, WorldChange,
 };
+use delegation_observers::ModelRule;
 use serde_json::json;
 
 use super::reach::{Decided, wire_name};
@@ -74,24 +75,24 @@ fn setup(driver: &Driver, configuration: Configuration, authorizer: bool, canari
         .world
         .replies
         .iter()
-        .map(|(marker, reply)| {
+        .filter_map(|(marker, reply)| {
             let reply = match reply {
                 SimReply::Message(text) => json!({"message": {"text": text}}),
                 SimReply::ToolCall { tool, arguments } => {
                     json!({"tool_call": {"tool": tool, "arguments": arguments}})
                 }
                 SimReply::Spawn(request) => json!({ "spawn": request }),
-                // The driver scripts no lifecycle call: its target would be a
-                // model id, which a scenario rule can only name by an alias
-                // bound later.
-                SimReply::Lifecycle(call) => panic!(
-                    "the fuzz driver scripted a lifecycle call ({call:?}); translating one needs its target as an alias"
-                ),
+                // Scripted by `ModelLifecycle` operations as they are
+                // applied, naming a target by model id: added as rules with
+                // the target's alias when their turns are translated.
+                SimReply::Lifecycle(_) => return None,
                 // The world fails the instance on any endpoint failure; 500 is one.
                 SimReply::Fail => json!({"fail": {"status": 500}}),
             };
-            serde_json::from_value(json!({"when": {"input_contains": marker}, "reply": reply}))
-                .expect("a simulated reply is a model rule")
+            Some(
+                serde_json::from_value(json!({"when": {"input_contains": marker}, "reply": reply}))
+                    .expect("a simulated reply is a model rule"),
+            )
         })
         .collect();
     Setup {
@@ -129,18 +130,22 @@ struct Translator {
     steps: Vec<Step>,
     origin: Vec<usize>,
     decisions: Vec<Decided>,
+    /// Model rules for the lifecycle replies of translated turns, added to the setup's.
+    lifecycle_rules: Vec<ModelRule>,
 }
 
 /// Translates `ops` into the scenario `id` (`area/NNN-name`).
 pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
     let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
     let strict = ops.contains(&Op::Strict);
-    let canaries = ops.iter().any(|o| matches!(o, Op::Issue { .. }));
+    let canaries = ops
+        .iter()
+        .any(|o| matches!(o, Op::Issue { .. } | Op::CapabilityUse { .. }));
     let configuration = fuzz_configuration(authorizer, strict);
     // The real authorizer's allow is bound to the request; so is the
     // driver's (`bound_allows`, on by default).
     let driver = Driver::with_configuration(configuration.clone());
-    let setup = setup(&driver, configuration.clone(), authorizer, canaries);
+    let mut setup = setup(&driver, configuration.clone(), authorizer, canaries);
     let served = driver.world.tools.keys().cloned().collect();
     let mut t = Translator {
         driver,
@@ -158,6 +163,7 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         steps: Vec::new(),
         origin: Vec::new(),
         decisions: Vec::new(),
+        lifecycle_rules: Vec::new(),
     };
     let mut stopped = None;
     let mut translated_ops = ops.len();
@@ -180,13 +186,18 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
         });
         t.origin.push(0);
     }
+    let mut needs = needs(&t.steps);
+    for rule in &t.lifecycle_rules {
+        needs.insert(lifecycle_need(rule).to_string());
+    }
+    setup.model.extend(t.lifecycle_rules);
     Translation {
         scenario: Scenario {
             id: id.to_string(),
             title: title.to_string(),
             checks: InvariantId::ALL.to_vec(),
             tier: Tier::Must,
-            needs: needs(&t.steps),
+            needs: needs.into_iter().collect(),
             unless: Vec::new(),
             kind: ScenarioKind::Plain,
             control: None,
@@ -201,8 +212,28 @@ pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
     }
 }
 
+/// The capability a scripted lifecycle reply needs, by the scenario
+/// validation's rule: the lifecycle tools when it gives the target input,
+/// the close tools otherwise.
+fn lifecycle_need(rule: &ModelRule) -> &'static str {
+    use delegation_protocol::capability as c;
+    match &rule.reply {
+        delegation_observers::ModelReply::Lifecycle(call)
+            if call.message.is_some()
+                && matches!(
+                    call.op,
+                    delegation_model::LifecycleOp::SendInput
+                        | delegation_model::LifecycleOp::Resume
+                ) =>
+        {
+            c::MODEL_LIFECYCLE_TOOLS
+        }
+        _ => c::MODEL_CLOSE_TOOLS,
+    }
+}
+
 /// The capabilities the steps use, so a host without one reports `unsupported`.
-fn needs(steps: &[Step]) -> Vec<String> {
+fn needs(steps: &[Step]) -> BTreeSet<String> {
     use delegation_protocol::capability as c;
     let mut needs = BTreeSet::new();
     for s in steps {
@@ -232,7 +263,7 @@ fn needs(steps: &[Step]) -> Vec<String> {
         };
         needs.extend(need.iter().map(|n| n.to_string()));
     }
-    needs.into_iter().collect()
+    needs
 }
 
 type Untranslatable = String;
@@ -285,13 +316,22 @@ impl Translator {
             ),
             other => (other.clone(), false),
         };
-        let before = self.driver.world.state.observe();
-        let from = self.driver.world.history.len();
-        self.driver.apply(&op);
-        let entries: Vec<HistoryEntry> = self.driver.world.history[from..].to_vec();
-        self.translate_entries(k, &op, entries, before)?;
-        if let Some(mode) = self.driver.take_deferred_replay() {
-            self.push(k, StepAction::Authorizer(AuthorizerStep { mode }), None);
+        // A composite operation part by part, each part's steps observed
+        // (by `push`) before the next part is applied, as the runner does.
+        let mut stage = 0;
+        loop {
+            let before = self.driver.world.state.observe();
+            let from = self.driver.world.history.len();
+            let more = self.driver.apply_stage(&op, stage);
+            let entries: Vec<HistoryEntry> = self.driver.world.history[from..].to_vec();
+            self.translate_entries(k, &op, entries, before)?;
+            if let Some(mode) = self.driver.take_deferred_replay() {
+                self.push(k, StepAction::Authorizer(AuthorizerStep { mode }), None);
+            }
+            if !more {
+                break;
+            }
+            stage += 1;
         }
         if announce {
             self.driver.world.change(SimChange::AnnounceListChanged);
@@ -344,9 +384,23 @@ impl Translator {
             _ => {
                 let mut before = before;
                 for e in &entries {
-                    if let StepKind::Action { action, result } = &e.kind {
-                        self.action(k, op, action, result, e, &before)?;
-                        before = e.observed.as_deref().cloned().unwrap_or_default();
+                    match &e.kind {
+                        StepKind::Action { action, result } => {
+                            self.action(k, op, action, result, e, &before)?;
+                            before = e.observed.as_deref().cloned().unwrap_or_default();
+                        }
+                        // A composite operation's silent tool change.
+                        StepKind::World {
+                            change: Some(change),
+                            ..
+                        } => {
+                            if self.crashed {
+                                return Err("an observer change while the host is down".into());
+                            }
+                            self.tool_change(k, change)?;
+                            before = e.observed.as_deref().cloned().unwrap_or_default();
+                        }
+                        _ => {}
                     }
                 }
                 Ok(())
@@ -519,9 +573,8 @@ impl Translator {
                 parent,
                 request,
             } => {
-                let Op::Consume { tamper, .. } = op else {
-                    return Err("a receipt consumed by another operation".into());
-                };
+                // Only `Consume` tampers; `ReceiptUse` consumes as prepared.
+                let tamper = matches!(op, Op::Consume { tamper: true, .. });
                 let rid = receipt["id"].as_str().unwrap_or_default();
                 let receipt_alias = self
                     .aliases
@@ -547,6 +600,9 @@ impl Translator {
             Action::Turn { instance, input } => {
                 let instance = self.instance(instance)?;
                 touched.push(instance.clone());
+                if let Some(target) = self.lifecycle_rule(input)? {
+                    touched.push(target);
+                }
                 let child = match ok.and_then(|r| r.turn.as_ref()) {
                     Some(TurnReport::Spawn { spawn }) => created(Some(spawn)),
                     _ => None,
@@ -688,14 +744,11 @@ impl Translator {
                 arguments,
                 call_id,
             } => {
-                let Op::CapabilityCall { capability, .. } = op else {
-                    return Err("a capability call by another operation".into());
-                };
                 // The driver presents the capability it picked (or a wrong
                 // secret in its place): the same pick, as an alias.
                 let id = self
                     .driver
-                    .capability_id(*capability)
+                    .presented_capability()
                     .ok_or("a capability call with no capability issued")?;
                 let capability = self
                     .aliases
@@ -784,6 +837,19 @@ impl Translator {
                 reason: spawn.reason,
             });
         }
+        if let Some(TurnReport::Lifecycle { op, lifecycle, .. }) = &r.turn {
+            self.decisions.push(Decided {
+                what: format!(
+                    "{method} {}",
+                    serde_json::to_value(op)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ),
+                outcome: wire_name(lifecycle.outcome),
+                reason: lifecycle.reason,
+            });
+        }
         if let Some(call) = &r.tool_call {
             self.decisions.push(Decided {
                 what: format!("{method} tool call"),
@@ -791,6 +857,34 @@ impl Translator {
                 reason: call.reason,
             });
         }
+    }
+
+    /// The model's lifecycle reply to a turn on `input`, if the driver
+    /// scripted one (`ModelLifecycle`): kept as a setup rule naming its
+    /// target by alias, and the target's alias returned (`None` for an id
+    /// nobody issued). A rule is kept only once its turn is translated, so
+    /// every alias it names is bound.
+    fn lifecycle_rule(&mut self, input: &str) -> Result<Option<String>, Untranslatable> {
+        let Some((marker, SimReply::Lifecycle(call))) = self
+            .driver
+            .world
+            .replies
+            .iter()
+            .find(|(marker, _)| input.contains(marker.as_str()))
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let target = self.instance(&call.target)?;
+        let mut call = call.clone();
+        call.target = target.clone();
+        self.lifecycle_rules.push(
+            serde_json::from_value(
+                json!({"when": {"input_contains": marker}, "reply": {"lifecycle": call}}),
+            )
+            .map_err(|e| format!("a lifecycle reply is not a model rule: {e}"))?,
+        );
+        Ok((target != UNKNOWN_ALIAS).then_some(target))
     }
 
     /// Binds the approval request a call raised, the way the runner binds `approval_as`.
