@@ -3,7 +3,7 @@
 //! Each case is a proptest-generated [`Op`] sequence. The model's world
 //! applies it and predicts every decision and observation; the sequence
 //! becomes a scenario whose expectations are those predictions
-//! ([`delegation_runner::fuzz::translate`], shared with the cargo-fuzz
+//! ([`delegation_runner::differential::translate`], shared with the cargo-fuzz
 //! target); the runner executes it against the host with the real
 //! observers and every invariant checker over the host's own history. A
 //! case that fails is shrunk ([`sequence::shrink`]), confirmed against the
@@ -23,10 +23,10 @@ use clap::Args;
 use delegation_host::mutants::Defect;
 use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::fuzzing::Op;
+use delegation_runner::differential::reach::Reach;
+use delegation_runner::differential::summary::{FuzzFinding, FuzzSummary};
+use delegation_runner::differential::{CaseResult, failing_op, run_ops, run_scenario, translate};
 use delegation_runner::execute::ExecOptions;
-use delegation_runner::fuzz::reach::Reach;
-use delegation_runner::fuzz::summary::{FuzzFinding, FuzzSummary};
-use delegation_runner::fuzz::{CaseResult, failing_op, run_ops, run_scenario, translate};
 use delegation_runner::{Scenario, exit_code};
 use futures_util::FutureExt;
 

@@ -5,14 +5,17 @@
 //! host through one scenario with fresh observers ([`observer_set`], live ones in [`live_observers`]) and checks
 //! expectations and invariants ([`checks`]), emitting [`events`] that the
 //! [`report`] reporters consume. [`snapshot`] records normalised transcripts.
+//! [`differential`] runs a generated operation sequence (the model's
+//! `fuzzing` alphabet) against a host and judges it by the model: the
+//! library half of the CLI's `fuzz` command.
 
 pub mod catalogue;
 pub mod checks;
 pub mod conformance;
+pub mod differential;
 pub mod events;
 pub mod execute;
 pub mod expect_check;
-pub mod fuzz;
 pub mod host_expectations;
 pub mod live_observers;
 pub mod observer_set;

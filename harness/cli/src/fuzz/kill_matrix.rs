@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use delegation_host::ReferenceLauncher;
 use delegation_host::mutants::Defect;
+use delegation_runner::differential::{CaseResult, run_ops};
 use delegation_runner::execute::ExecOptions;
-use delegation_runner::fuzz::{CaseResult, run_ops};
 use serde_json::json;
 
 use super::{Totals, search, shrink_failure};
-use delegation_runner::fuzz::reach::Reach;
+use delegation_runner::differential::reach::Reach;
 
 /// A finding this short or shorter reads at a glance (the matrix's goal).
 pub const SHORT: usize = 5;

@@ -409,8 +409,8 @@ mod tests {
     /// left to longer runs): a revoked grant (it needs exactly one grant).
     #[test]
     fn the_generator_reaches_every_operation_and_the_decisions_it_was_built_for() {
-        use delegation_runner::fuzz::reach::Reach;
-        use delegation_runner::fuzz::translate;
+        use delegation_runner::differential::reach::Reach;
+        use delegation_runner::differential::translate;
         let mut generator = Generator::new(7);
         let mut reach = Reach::default();
         let mut short = 0;

@@ -294,14 +294,16 @@ fn the_scenario_fuzz_body_accepts_the_catalogue_and_its_truncations() {
     );
     for scenario in &catalogue.scenarios {
         let text = std::fs::read(root.join(format!("{}.json", scenario.id))).unwrap();
-        delegation_runner::fuzz::fuzz_scenario(&text);
+        delegation_runner::differential::fuzz_scenario(&text);
     }
     // The target's committed seeds too: CI's smoke run does not build this
     // target (it links the runner), so this is where a seed that panics shows.
     let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/scenario_parser");
     let mut seeded = 0;
     for entry in std::fs::read_dir(&seeds).unwrap() {
-        delegation_runner::fuzz::fuzz_scenario(&std::fs::read(entry.unwrap().path()).unwrap());
+        delegation_runner::differential::fuzz_scenario(
+            &std::fs::read(entry.unwrap().path()).unwrap(),
+        );
         seeded += 1;
     }
     assert!(seeded > 0, "{} holds the target's seeds", seeds.display());
@@ -314,7 +316,7 @@ fn the_scenario_fuzz_body_accepts_the_catalogue_and_its_truncations() {
         if Scenario::parse(&text[..end], Path::new("x.json")).is_err() {
             refused += 1;
         }
-        delegation_runner::fuzz::fuzz_scenario(&text.as_bytes()[..end]);
+        delegation_runner::differential::fuzz_scenario(&text.as_bytes()[..end]);
     }
     assert!(refused > 10, "truncated scenarios are refused ({refused})");
 }

@@ -1,4 +1,4 @@
-//! Fuzzing's library half: an operation sequence as a scenario, one run of it against a host, and the scenario parser's target body.
+//! Differential fuzzing's library half: an operation sequence as a scenario, one run of it against a host, and the scenario parser's target body.
 //!
 //! The CLI's `fuzz` command (generation, shrinking, findings) and the
 //! cargo-fuzz targets `reference_host` and `scenario_parser` all call this,

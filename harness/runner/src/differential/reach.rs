@@ -138,7 +138,7 @@ impl Reach {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fuzz::translate;
+    use crate::differential::translate;
 
     #[test]
     fn reach_counts_kinds_pairs_and_reasons_and_merges() {
