@@ -17,6 +17,23 @@ pub const NEUTRAL_TURN_PATH: &str = "/neutral/turn";
 /// The header carrying the instance a model request is made for.
 pub const INSTANCE_HEADER: &str = "x-delegation-instance";
 
+/// The body of a neutral-format model turn (`POST` [`NEUTRAL_TURN_PATH`]),
+/// sent with [`INSTANCE_HEADER`] naming the same instance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NeutralTurnRequest {
+    /// The instance the turn is for.
+    pub instance: String,
+    pub role: String,
+    pub input: String,
+    /// The MCP tool definitions the instance's model may see, as listed.
+    #[serde(default)]
+    pub tools: Vec<serde_json::Value>,
+    /// The result of the tool call the previous reply asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_result: Option<String>,
+}
+
 /// The route a host posts authorization requests to, under the authorizer's base URL.
 pub const AUTHORIZE_PATH: &str = "/authorize";
 /// The only authorizer protocol version.

@@ -18,7 +18,9 @@ use delegation_model::digest::sha256_hex;
 use delegation_model::sequence::{
     self, AuthorizerCall, Core, Effect, Effects, ModelReply, ModelTurn, Stop,
 };
-use delegation_model::side_channels::{AUTHORIZE_PATH, INSTANCE_HEADER, NEUTRAL_TURN_PATH};
+use delegation_model::side_channels::{
+    AUTHORIZE_PATH, INSTANCE_HEADER, NEUTRAL_TURN_PATH, NeutralTurnRequest,
+};
 use delegation_model::state::{AuthorizerAnswer, Denial, HostState, LiveTools};
 use delegation_model::{
     Action, ActionResult, DenyReason, FaultPoint, LifecycleCall, LifecycleState, SpawnRequest,
@@ -215,7 +217,13 @@ impl ReferenceIo<'_> {
 
     /// A model request whose answer nobody reads: what a defect sends besides the sequence's own.
     async fn stray_model_request(&self, instance: &str, role: &str, input: &str) {
-        let body = json!({"instance": instance, "role": role, "input": input, "tools": []});
+        let body = NeutralTurnRequest {
+            instance: instance.to_string(),
+            role: role.to_string(),
+            input: input.to_string(),
+            tools: vec![],
+            tool_result: None,
+        };
         let _ = self
             .http
             .post(self.model_url())
@@ -289,12 +297,13 @@ impl Effects for ReferenceIo<'_> {
 
     fn model_turn<'a>(&'a mut self, turn: ModelTurn<'a>) -> Effect<'a, ModelReply> {
         Box::pin(async move {
-            let body = json!({
-                "instance": turn.instance,
-                "role": turn.role,
-                "input": turn.input,
-                "tools": turn.tools.iter().map(|d| d.raw.clone()).collect::<Vec<Value>>(),
-            });
+            let body = NeutralTurnRequest {
+                instance: turn.instance.to_string(),
+                role: turn.role.to_string(),
+                input: turn.input.to_string(),
+                tools: turn.tools.iter().map(|d| d.raw.clone()).collect(),
+                tool_result: None,
+            };
             for (queued, text) in std::mem::take(self.queued) {
                 // Defect queued-followup-after-close: the queue goes to the model with the next turn.
                 self.stray_model_request(&queued, "", &text).await;

@@ -1,30 +1,17 @@
 //! The neutral wire format (`POST /neutral/turn`): the harness's own, spoken by the reference host and by host adapters.
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use delegation_model::side_channels::NeutralTurnRequest;
+use serde_json::json;
 use wiremock::{Request, ResponseTemplate};
 
 use super::{ModelReply, ParsedTurn, digest_tools, json_body};
-
-/// The request body; the module doc of `model_endpoint` is its specification.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NeutralTurn {
-    instance: String,
-    role: String,
-    input: String,
-    #[serde(default)]
-    tools: Vec<Value>,
-    #[serde(default)]
-    tool_result: Option<String>,
-}
 
 pub(super) fn parse(
     request: &Request,
     header_instance: Option<&str>,
 ) -> Result<ParsedTurn, String> {
     let body = json_body(request)?;
-    let turn: NeutralTurn = serde_json::from_value(body).map_err(|e| {
+    let turn: NeutralTurnRequest = serde_json::from_value(body).map_err(|e| {
         format!(
             "neutral turn body does not match {{instance, role, input, tools?, tool_result?}}: {e}"
         )
