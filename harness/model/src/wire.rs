@@ -857,6 +857,11 @@ pub enum WorldChange {
         tool: String,
         /// Digest of the new definition.
         digest: String,
+        /// Digest of the definition it replaced, when the tool server
+        /// served one: a redefinition to an equal canonical form (another
+        /// key order, number form or escape) changes nothing (SD2).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        previous_digest: Option<String>,
         /// Only the description text differs: still drift (SD4).
         #[serde(default)]
         description_only: bool,

@@ -142,6 +142,7 @@ impl World {
                         .as_ref()
                         .map(|d| d.digest.clone())
                         .unwrap_or_default(),
+                    previous_digest: self.tools.get(&name).map(|old| old.digest.clone()),
                     description_only,
                 }));
                 match redefined {

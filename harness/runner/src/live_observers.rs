@@ -201,6 +201,9 @@ impl ObserverSet for LiveSet {
                             .find(|d| d.get("name").and_then(Value::as_str) == Some(name));
                         let digest = delegation_model::digest::digest_value(definition)
                             .map_err(|e| err("tool-server", e))?;
+                        let previous_digest = before
+                            .as_ref()
+                            .and_then(|b| delegation_model::digest::digest_value(b).ok());
                         tools
                             .change_definition(name, definition.clone())
                             .map_err(|e| err("tool-server", e))?;
@@ -224,6 +227,7 @@ impl ObserverSet for LiveSet {
                             Some(WorldChange::ToolRedefined {
                                 tool: name.clone(),
                                 digest,
+                                previous_digest,
                                 description_only,
                             }),
                         ))

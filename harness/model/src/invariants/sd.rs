@@ -117,18 +117,24 @@ impl Checker for Sd1 {
     }
 }
 
-/// Whether `instance` sealed `tool` before a redefinition to `new_digest`:
-/// by its sealed digest when known, else by having existed before the change.
+/// Whether `instance` sealed `tool` before a redefinition from
+/// `previous_digest` to `new_digest`: by its sealed digest when known, else
+/// by having existed before a change of the canonical form (a host that
+/// reports no ceiling cannot have sealed anything but what was served).
 pub(super) fn sealed_before(
     facts: &Facts,
     instance: &str,
     tool: &str,
     drift_step: usize,
+    previous_digest: Option<&str>,
     new_digest: &str,
 ) -> bool {
     match facts.ceiling(instance).and_then(|c| c.tools.get(tool)) {
         Some(digest) => digest != new_digest,
-        None => facts.first_seen(instance).is_some_and(|s| s < drift_step),
+        None => {
+            previous_digest != Some(new_digest)
+                && facts.first_seen(instance).is_some_and(|s| s < drift_step)
+        }
     }
 }
 
@@ -139,9 +145,21 @@ pub(super) fn sealed_before(
 pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
     if let Some(call) = tool_call_in(entry) {
         for drift in facts.drifts_before(entry.step) {
-            if let WorldChange::ToolRedefined { tool, digest, .. } = &drift.change
+            if let WorldChange::ToolRedefined {
+                tool,
+                digest,
+                previous_digest,
+                ..
+            } = &drift.change
                 && tool == call.tool
-                && sealed_before(facts, call.instance, tool, drift.step, digest)
+                && sealed_before(
+                    facts,
+                    call.instance,
+                    tool,
+                    drift.step,
+                    previous_digest.as_deref(),
+                    digest,
+                )
             {
                 let why = format!(
                     "its definition changed at step {} (new digest {digest})",
@@ -233,9 +251,17 @@ pub(super) fn sd4(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
                 WorldChange::ToolRedefined {
                     tool,
                     digest,
+                    previous_digest,
                     description_only: true,
                 } if tool == call.tool
-                    && sealed_before(facts, call.instance, tool, drift.step, digest) =>
+                    && sealed_before(
+                        facts,
+                        call.instance,
+                        tool,
+                        drift.step,
+                        previous_digest.as_deref(),
+                        digest,
+                    ) =>
                 {
                     let why = format!("its description changed at step {}", drift.step);
                     refused_without_handler(InvariantId::SD4, entry, &call, &why, out);

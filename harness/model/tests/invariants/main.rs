@@ -316,6 +316,7 @@ fn sd2(bad: bool) -> Vec<HistoryEntry> {
     let change = WorldChange::ToolRedefined {
         tool: "fs.write".into(),
         digest: digest_of("fs.write v2"),
+        previous_digest: None,
         description_only: false,
     };
     call_after_change(change, DenyReason::ToolDrift, bad)
@@ -333,6 +334,7 @@ fn sd4(bad: bool) -> Vec<HistoryEntry> {
     let change = WorldChange::ToolRedefined {
         tool: "fs.write".into(),
         digest: digest_of("fs.write, friendlier description"),
+        previous_digest: None,
         description_only: true,
     };
     call_after_change(change, DenyReason::ToolDrift, bad)
@@ -1244,4 +1246,35 @@ fn tc5_scopes_a_call_id_to_the_capability_presented() {
     let rerun = check(InvariantId::TC5, &history(CANARY));
     assert_eq!(rerun.len(), 1, "{rerun:#?}");
     assert!(rerun[0].message.contains("retry of capability call `c0`"));
+}
+
+/// A root whose host reports no sealed tools (its ceiling names none), then
+/// `fs.write` redefined from `previous` to `fs.write v2`, then a call of it
+/// that runs its handler.
+fn unsealed_root_calls_after_redefinition_from(previous: &str) -> Vec<HistoryEntry> {
+    let mut authority = root_authority();
+    authority.tools.clear();
+    H::new()
+        .act(start_action(), created("root", authority))
+        .world(WorldChange::ToolRedefined {
+            tool: "fs.write".into(),
+            digest: digest_of("fs.write v2"),
+            previous_digest: Some(digest_of(previous)),
+            description_only: false,
+        })
+        .then(|h| call_fs_write(h, "root", true, DenyReason::ToolDrift))
+        .build()
+}
+
+#[test]
+fn sd2_without_a_ceiling_counts_only_a_change_of_the_canonical_form_as_drift() {
+    // Served again in another key order or number form: the same canonical
+    // digest, so nothing the host could have sealed changed.
+    let same = unsealed_root_calls_after_redefinition_from("fs.write v2");
+    assert_eq!(check(InvariantId::SD2, &same), vec![]);
+    // The control: a real change, run anyway, is drift.
+    let changed = unsealed_root_calls_after_redefinition_from("fs.write v1");
+    let found = check(InvariantId::SD2, &changed);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].id, InvariantId::SD2);
 }
