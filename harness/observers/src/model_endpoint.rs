@@ -196,6 +196,7 @@ mod anthropic;
 mod chat;
 mod copilot;
 pub mod gemini;
+mod host_names;
 mod neutral;
 mod qwen;
 mod responses;
@@ -203,6 +204,7 @@ mod responses;
 pub use anthropic::{AGENT_ID_HEADER, SESSION_ID_HEADER};
 pub use copilot::{INITIATOR_HEADER, INTERACTION_TYPE_HEADER, copilot_mcp_tool_name};
 pub use gemini::gemini_mcp_tool_name;
+pub use host_names::{harness_tools_shown, opencode_mcp_tool_name};
 pub use qwen::{mcp_tool_name as qwen_mcp_tool_name, subagent_id as qwen_subagent_id};
 
 use std::collections::BTreeMap;
@@ -332,29 +334,6 @@ impl Default for ModelEndpointConfig {
             mcp_server_names: vec![HARNESS_MCP_SERVER_NAME.to_string()],
         }
     }
-}
-
-/// opencode's name for the MCP tool `tool` of the server it was configured
-/// to call `server`: `<server>_<tool>`, each part with every character
-/// outside `[a-zA-Z0-9_-]` replaced by `_` (opencode's `MCP.tools()`,
-/// `packages/opencode/src/mcp/index.ts`). opencode replaces per UTF-16 code
-/// unit (a JavaScript regular expression without the `u` flag), so a
-/// character outside the Basic Multilingual Plane becomes two underscores.
-pub fn opencode_mcp_tool_name(server: &str, tool: &str) -> String {
-    fn sanitise(part: &str, into: &mut String) {
-        for c in part.chars() {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                into.push(c);
-            } else {
-                into.extend(std::iter::repeat_n('_', c.len_utf16()));
-            }
-        }
-    }
-    let mut name = String::with_capacity(server.len() + tool.len() + 1);
-    sanitise(server, &mut name);
-    name.push('_');
-    sanitise(tool, &mut name);
-    name
 }
 
 /// The wire format a request arrived in (by its path).
@@ -642,6 +621,11 @@ impl ModelEndpoint {
     /// This endpoint's own failures (see [`crate::faults`]).
     pub fn faults(&self) -> crate::Faults {
         self.faults.clone()
+    }
+
+    /// The names the host was told to give the harness's MCP server(s) ([`ModelEndpointConfig::mcp_server_names`]).
+    pub fn mcp_server_names(&self) -> Vec<String> {
+        lock(&self.script).config.mcp_server_names.clone()
     }
 
     /// Base URL, e.g. `http://127.0.0.1:PORT`.

@@ -867,3 +867,34 @@ async fn a_chat_tool_call_is_not_renamed_when_two_servers_names_for_it_are_offer
         "notes.read"
     );
 }
+
+/// codex offers an MCP server's tools as one `namespace` entry holding them;
+/// each is recorded as a tool of its own under `<namespace>__<name>` (the
+/// name the harness's tool is known by when read back), beside the plain
+/// function tools, and never as one tool named after the namespace.
+#[tokio::test]
+async fn a_responses_namespace_entry_is_recorded_as_each_tool_it_holds() {
+    let endpoint = ModelEndpoint::start(vec![]).await.unwrap();
+    let body = json!({
+        "model": "fake", "stream": false,
+        "input": [{ "type": "message", "role": "user", "content": "GO" }],
+        "tools": [
+            { "type": "function", "name": "exec_command", "parameters": {} },
+            { "type": "namespace", "name": "mcp__harness", "description": "harness tools",
+              "tools": [
+                  { "type": "function", "name": "menu_read", "parameters": {"type": "object"} },
+                  { "type": "function", "name": "notes_write", "parameters": {"type": "object"} },
+              ] },
+        ],
+    });
+    post(&endpoint, "/v1/responses", &body).await;
+    let tools: Vec<String> = endpoint.requests()[0].tools.keys().cloned().collect();
+    assert_eq!(
+        tools,
+        vec![
+            "exec_command",
+            "mcp__harness__menu_read",
+            "mcp__harness__notes_write"
+        ]
+    );
+}

@@ -1,9 +1,11 @@
 //! The live [`ObserverSet`]: the harness's own model endpoint, MCP tool server and
 //! authorizer from `delegation_observers`, fresh for every scenario.
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use delegation_model::{AuthorizerBehaviour, Evidence, WorldChange};
-use delegation_observers::model_endpoint::WireFormat;
+use delegation_observers::model_endpoint::{WireFormat, harness_tools_shown};
 use delegation_observers::tool_server::ToolServer;
 use delegation_observers::{Authorizer, AuthorizerMode, ModelEndpoint};
 use delegation_protocol::McpServer;
@@ -310,6 +312,12 @@ impl ObserverSet for LiveSet {
     }
 
     fn model_tools_since(&self, mark: &ObserverMark) -> Option<Vec<ShownTools>> {
+        let served: BTreeSet<String> = self
+            .tool_definitions()
+            .iter()
+            .filter_map(|d| d.get("name")?.as_str().map(str::to_string))
+            .collect();
+        let servers = self.model.mcp_server_names();
         Some(
             self.model
                 .requests_since(mark.model)
@@ -317,7 +325,7 @@ impl ObserverSet for LiveSet {
                 .filter(|r| r.is_model_request())
                 .map(|r| ShownTools {
                     instance: r.instance,
-                    tools: r.tools,
+                    tools: harness_tools_shown(r.format, &r.tools, &served, &servers),
                     verbatim: r.format == WireFormat::Neutral,
                 })
                 .collect(),

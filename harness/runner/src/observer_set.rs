@@ -51,7 +51,11 @@ pub struct ObserverSetError {
 pub struct ShownTools {
     /// The instance the request was attributed to (a host id).
     pub instance: String,
-    /// Tool name to the digest of the definition as the request carried it.
+    /// The harness's tools the request showed, by the harness's names, to
+    /// the digest of each definition as the request carried it. A host's
+    /// own tools are not among them, and a host's own name for a harness
+    /// tool is read back as the harness's
+    /// ([`delegation_observers::model_endpoint::harness_tools_shown`]).
     pub tools: BTreeMap<String, String>,
     /// Whether the request's wire format carries MCP definitions verbatim,
     /// so its digests are comparable with the tool server's. Chat

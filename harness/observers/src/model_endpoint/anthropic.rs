@@ -114,7 +114,7 @@ pub(super) fn parse(request: &Request) -> Result<ParsedTurn, String> {
 }
 
 /// Claude Code's name for an MCP tool: every character outside `[a-zA-Z0-9_-]` becomes `_`.
-fn sanitised(tool: &str) -> String {
+pub(super) fn sanitised(tool: &str) -> String {
     tool.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {

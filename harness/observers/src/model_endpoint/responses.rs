@@ -85,7 +85,7 @@ pub(super) fn parse(request: &Request) -> Result<ParsedTurn, String> {
         input,
         tool_result,
         auxiliary: tools.is_empty() || asks_for_title(&system_text),
-        tools: digest_tools(&tools, |tool| tool),
+        tools: digest_tools(&flattened_namespaces(tools), |tool| tool),
         stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
         model: body
             .get("model")
@@ -94,6 +94,33 @@ pub(super) fn parse(request: &Request) -> Result<ParsedTurn, String> {
             .to_string(),
         include_usage: false,
     })
+}
+
+/// The tools of a request with each `namespace` entry replaced by the tools
+/// it holds, each named `<namespace>__<name>`: codex offers an MCP server's
+/// tools as one entry `mcp__<server>` holding them, and the model calls
+/// them by that pair, so each is a tool the model was shown of its own.
+fn flattened_namespaces(tools: Vec<Value>) -> Vec<Value> {
+    let mut flat = Vec::with_capacity(tools.len());
+    for tool in tools {
+        let namespace = (tool.get("type").and_then(Value::as_str) == Some("namespace"))
+            .then(|| tool.get("name").and_then(Value::as_str))
+            .flatten();
+        match (namespace, tool.get("tools").and_then(Value::as_array)) {
+            (Some(namespace), Some(inner)) => {
+                for member in inner {
+                    let mut member = member.clone();
+                    if let Some(name) = member.get("name").and_then(Value::as_str) {
+                        let joined = format!("{namespace}__{name}");
+                        member["name"] = Value::String(joined);
+                    }
+                    flat.push(member);
+                }
+            }
+            _ => flat.push(tool),
+        }
+    }
+    flat
 }
 
 fn output_item(reply: &ModelReply, seq: usize) -> Value {
