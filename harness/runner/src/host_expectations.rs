@@ -37,6 +37,10 @@ pub enum Expected {
     Error,
     /// Its checks rest on values the adapter can only infer on this host.
     Unverified,
+    /// A negative that passes its own checks, but whose control does not
+    /// pass on this host (it is itself a known failure, unverified or
+    /// unsupported there), so its pass proves nothing.
+    Inconclusive,
 }
 
 impl Expected {
@@ -46,6 +50,7 @@ impl Expected {
             Expected::Unsupported => "unsupported",
             Expected::Error => "error",
             Expected::Unverified => "unverified",
+            Expected::Inconclusive => "inconclusive",
         }
     }
 }

@@ -403,6 +403,7 @@ pub fn judge(
             },
             (Expected::Unsupported, Verdict::Unsupported { .. })
             | (Expected::Unverified, Verdict::Unverified { .. })
+            | (Expected::Inconclusive, Verdict::Inconclusive { .. })
             | (Expected::Error, Verdict::Error { .. }) => true,
             (_, Verdict::Pass) => {
                 verdict = Verdict::Stale {
@@ -425,9 +426,13 @@ pub fn judge(
                 // A MUST property the host is known to break, or cannot be
                 // checked on because it errors, is a known security hole;
                 // a missing capability is not (MODEL.md section 6).
-                // Nor is a check that cannot be verified on this host.
+                // Nor is a check that cannot be verified on this host, or
+                // a negative that passed with no control to back it.
                 security: scenario.tier == Tier::Must
-                    && !matches!(entry.expect, Expected::Unsupported | Expected::Unverified),
+                    && !matches!(
+                        entry.expect,
+                        Expected::Unsupported | Expected::Unverified | Expected::Inconclusive
+                    ),
             };
         }
     }

@@ -72,6 +72,9 @@ impl Verdict {
             Verdict::KnownFailure { expected, .. } if expected == "unverified" => {
                 "known-unverified"
             }
+            Verdict::KnownFailure { expected, .. } if expected == "inconclusive" => {
+                "known-inconclusive"
+            }
             Verdict::KnownFailure { .. } => "known-failure",
             Verdict::Stale { .. } => "stale",
             Verdict::Error { .. } => "error",
@@ -285,6 +288,8 @@ pub struct Summary {
     pub unverified: usize,
     /// Listed `unverified` entries that ended as listed.
     pub known_unverified: usize,
+    /// Listed `inconclusive` entries that ended as listed.
+    pub known_inconclusive: usize,
     /// Listed `fail` or `error` entries that ended as listed.
     pub known_failure: usize,
     /// Listed `unsupported` entries that ended as listed: capabilities the
@@ -323,6 +328,8 @@ impl Summary {
                         s.known_unsupported += 1;
                     } else if expected == "unverified" {
                         s.known_unverified += 1;
+                    } else if expected == "inconclusive" {
+                        s.known_inconclusive += 1;
                     } else {
                         s.known_failure += 1;
                     }

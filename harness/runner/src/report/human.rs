@@ -201,13 +201,14 @@ pub fn render_summary(s: &Summary, interrupted: bool) -> String {
         format!("{GREEN}PASSED{RESET}")
     };
     format!(
-        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive, {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified, {} harness errors{}; {} really ran",
+        "{head}: {} scenarios: {} passed, {} failed, {} errors, {} stale, {} inconclusive ({} known), {} unsupported, {} known failures ({} known security violations), {} known unsupported, {} unverified, {} known unverified, {} harness errors{}; {} really ran",
         s.total,
         s.pass,
         s.fail,
         s.error,
         s.stale,
         s.inconclusive,
+        s.known_inconclusive,
         s.unsupported,
         s.known_failure,
         s.known_security_violations,

@@ -101,12 +101,13 @@ impl Reporter for MarkdownReporter {
         }
         let _ = writeln!(
             out,
-            "| pass | fail | error | stale | inconclusive | unsupported | known failures (security) | known unsupported | unverified (known) | harness errors |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} ({}) | {} |\n",
+            "| pass | fail | error | stale | inconclusive (known) | unsupported | known failures (security) | known unsupported | unverified (known) | harness errors |\n|---|---|---|---|---|---|---|---|---|---|\n| {} | {} | {} | {} | {} ({}) | {} | {} ({}) | {} | {} ({}) | {} |\n",
             s.pass,
             s.fail,
             s.error,
             s.stale,
             s.inconclusive,
+            s.known_inconclusive,
             s.unsupported,
             s.known_failure,
             s.known_security_violations,

@@ -393,6 +393,71 @@ async fn a_passing_negative_whose_control_fails_is_inconclusive_not_pass() {
     }
 }
 
+/// A maintainer may list a negative that stays inconclusive on their host
+/// (its control cannot pass there): it is then known, not a security
+/// violation, and the run exits 0; the same entry on a host where the
+/// negative's control passes is stale, so the listing cannot outlive its cause.
+#[tokio::test]
+async fn a_listed_inconclusive_negative_is_known_and_goes_stale_once_its_control_passes() {
+    let dir = control_and_negative();
+    let negative_entry = r#"{"scenario": "zc/003-negative", "expect": "inconclusive",
+                             "reason": "its control cannot spawn on this host"}"#;
+    let control_entry = r#"{"scenario": "zc/002-control", "expect": "fail",
+                            "reason": "this host never spawns"}"#;
+    let listed = |entries: &[&str]| RunOptions {
+        expectations: expectations(&format!(r#"{{"known": [{}]}}"#, entries.join(","))),
+        ..RunOptions::default()
+    };
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::NeverSpawns),
+        listed(&[negative_entry, control_entry]),
+        vec![],
+        None,
+    )
+    .await;
+    let negative = verdict_of(&out.report, "zc/003-negative");
+    assert_eq!(negative.name(), "known-inconclusive", "{negative:?}");
+    assert!(matches!(
+        negative,
+        Verdict::KnownFailure {
+            security: false,
+            ..
+        }
+    ));
+    let s = &out.report.summary;
+    assert_eq!((s.inconclusive, s.known_inconclusive), (0, 1));
+    assert_eq!(delegation_runner::exit_code_for(&out.report), 0);
+
+    let unlisted = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::NeverSpawns),
+        RunOptions::default(),
+        vec![],
+        None,
+    )
+    .await;
+    assert_eq!(unlisted.report.summary.inconclusive, 1);
+    assert_ne!(delegation_runner::exit_code_for(&unlisted.report), 0);
+
+    let out = run_with(
+        dir.path(),
+        FakeLauncher::new(Behaviour::Correct),
+        listed(&[negative_entry]),
+        vec![],
+        None,
+    )
+    .await;
+    assert!(
+        matches!(
+            verdict_of(&out.report, "zc/003-negative"),
+            Verdict::Stale { .. }
+        ),
+        "{:?}",
+        verdict_of(&out.report, "zc/003-negative")
+    );
+}
+
 #[tokio::test]
 async fn a_negative_waits_for_its_control_and_passes_when_the_control_passes() {
     let dir = control_and_negative();
