@@ -200,6 +200,13 @@ pub trait Decisions: Send + Sync + fmt::Debug {
         granted == presented
     }
 
+    /// Grants are consulted only after the seal and drift checks, so a grant
+    /// never runs a tool whose definition changed after it was given (a grant
+    /// is bound to the tool's digest: PG6, SD2).
+    fn grants_after_drift_check(&self) -> bool {
+        true
+    }
+
     /// The automatic path leaves elevated or stale risk to a full review (AR1).
     fn auto_path_reads_risk(&self) -> bool {
         true

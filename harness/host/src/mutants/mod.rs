@@ -175,6 +175,8 @@ defects! {
         "consume reads the receipt as issued, lets go of the store while it works, then writes the tombstone unconditionally: two consumers racing both win";
     FollowupRacesClose, "followup-races-close", TR4,
         "a follow-up checks that its instance is live, then sends its model request after a close committed in between";
+    GrantBeforeDriftCheck, "grant-before-drift-check", SD2,
+        "exact-call grants are looked up by tool name and arguments before the seal and drift checks, so a call a person allowed runs again after the tool's definition changed";
 }
 
 impl fmt::Display for Defect {
@@ -570,6 +572,10 @@ impl Decisions for Mutant {
 
     fn grant_matches_arguments(&self, granted: &str, presented: &str) -> bool {
         self.is(Defect::GrantMatchesToolOnly) || Correct.grant_matches_arguments(granted, presented)
+    }
+
+    fn grants_after_drift_check(&self) -> bool {
+        !self.is(Defect::GrantBeforeDriftCheck)
     }
 
     fn auto_path_reads_risk(&self) -> bool {

@@ -25,6 +25,20 @@ impl HostState {
             ));
         };
         let name = tool.to_string();
+        if !self.decisions.grants_after_drift_check()
+            && let Ok(arguments_digest) = digest_value(arguments)
+            && self.grants.values().any(|g| {
+                g.grant.instance == instance
+                    && g.grant.tool == tool
+                    && g.grant.arguments_digest == arguments_digest
+            })
+        {
+            return ToolPlan::Execute {
+                tool: name,
+                arguments: arguments.clone(),
+                approval: None,
+            };
+        }
         if let Err(d) = self.check_sealed_tools(&inst, &[&name], live) {
             return ToolPlan::Denied(d);
         }
