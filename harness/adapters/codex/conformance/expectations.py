@@ -50,6 +50,10 @@ CAPABILITY = {
     "events": "codex takes no host events from the client (event/deliver)",
     "wait": "app-server has no wait on a thread (wait_agent is a tool of the parent's model)",
     "reviewer": "codex takes no risk scores from the client (review/score)",
+    "concurrent-requests": "the codex adapter answers one request at a time (it reads the next request only after "
+                           "answering the last, driving codex's app-server turn by turn), so no two actions are in "
+                           "flight at once through it; racing them would take an adapter that multiplexes requests "
+                           "onto codex's threads",
     "spawn-authority": "codex's spawn_agent takes message, agent_type, model, reasoning_effort, fork_context and "
                        "items, no authority (sandbox, approval policy, cwd, target, tools), so the authority this "
                        "spawn requests cannot reach codex; a spawn_agent child gets its parent's live sandbox and "
