@@ -126,6 +126,45 @@ fn tr_pg_sd_mutants_are_killed_for_the_right_reason_on_the_catalogue() {
     );
 }
 
+/// The checkers' other sides: a clarification question denied as if it
+/// were an approval (PG4), a constraint clipped to the child instead of
+/// refused (EA3), a look-alike tool name run as the sealed tool (SD2).
+#[test]
+fn question_constraint_and_dispatch_name_mutants_are_killed_for_the_right_reason() {
+    let scenarios = workspace().join("scenarios");
+    let defects = [
+        Defect::QuestionDeniedAsApproval,
+        Defect::ConstraintClippedToChild,
+        Defect::DispatchNameNormalised,
+    ];
+    let mut args = vec![
+        "--scenarios".to_string(),
+        scenarios.to_str().unwrap().to_string(),
+        "--jobs".into(),
+        "2".into(),
+    ];
+    for f in [
+        "pg/240-*", "pg/241-*", "ea/009-*", "ea/011-*", "ea/250-*", "ce/250-*", "sd/001-*",
+        "sd/245-*",
+    ] {
+        args.extend(["--filter".to_string(), f.to_string()]);
+    }
+    for d in defects {
+        args.extend(["--defect".to_string(), d.name().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = harness(&args);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for d in defects {
+        assert!(
+            verdict_of(&out, d).ends_with("killed for the right reason"),
+            "{d} should be killed by a scenario checking {}:\n{out}",
+            d.invariant()
+        );
+    }
+}
+
 #[test]
 fn a_surviving_mutant_fails_the_selftest() {
     let fixtures = workspace().join("harness/runner/tests/fixtures/catalogue");

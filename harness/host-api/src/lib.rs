@@ -93,6 +93,21 @@ pub trait Host: Send {
             })
             .collect()
     }
+    /// [`Host::call_concurrently`], calling `noted` with an action's index
+    /// as soon as its answer has arrived, so that the runner can mark what
+    /// its observers had seen by then (a handler call the tool server saw
+    /// after a revoke was answered started after the revoke committed:
+    /// TC2). The default notes every answer once all are in, which can
+    /// never make a call look late.
+    async fn call_concurrently_noting(
+        &mut self,
+        actions: &[Action],
+        noted: &(dyn Fn(usize) + Send + Sync),
+    ) -> Vec<Result<ActionResult, HostError>> {
+        let answers = self.call_concurrently(actions).await;
+        (0..answers.len()).for_each(noted);
+        answers
+    }
     /// Stops the host; its store stays for a restart.
     async fn shutdown(&mut self) -> Result<(), HostError>;
     /// The last lines the host logged, for evidence in a verdict.

@@ -763,6 +763,14 @@ impl Host for ProcessHost {
         &mut self,
         actions: &[Action],
     ) -> Vec<Result<ActionResult, HostError>> {
+        self.call_concurrently_noting(actions, &|_| {}).await
+    }
+
+    async fn call_concurrently_noting(
+        &mut self,
+        actions: &[Action],
+        noted: &(dyn Fn(usize) + Send + Sync),
+    ) -> Vec<Result<ActionResult, HostError>> {
         let requests: Vec<concurrent::InFlight> = actions
             .iter()
             .map(|action| {
@@ -774,7 +782,7 @@ impl Host for ProcessHost {
                 }
             })
             .collect();
-        let answers = self.request_all(&requests).await;
+        let answers = self.request_all(&requests, noted).await;
         answers
             .into_iter()
             .zip(&requests)

@@ -108,6 +108,34 @@ pub trait Decisions: Send + Sync + fmt::Debug {
         true
     }
 
+    /// The child's authority under an authorizer's constraints: the
+    /// constraints admitted against what was admitted, so that one wider
+    /// than it on any axis is an error and refuses the child (EA3).
+    fn apply_constraint(
+        &self,
+        effective: &Authority,
+        constraint: &AuthorityRequest,
+    ) -> Result<Authority, AdmissionError> {
+        admit(
+            &Authority {
+                delegation_depth: effective.delegation_depth + 1,
+                ..effective.clone()
+            },
+            None,
+            constraint,
+        )
+    }
+
+    /// The sealed tool a call names: exactly the name, byte for byte (SD2;
+    /// MODEL.md section 4). `None`: no sealed tool has that name.
+    fn sealed_name(
+        &self,
+        sealed: &std::collections::BTreeMap<String, String>,
+        tool: &str,
+    ) -> Option<String> {
+        sealed.contains_key(tool).then(|| tool.to_string())
+    }
+
     /// The presented receipt is the one issued, seal and all (RC4).
     fn presented_receipt_matches(&self, presented: &Value, issued: &Value) -> bool {
         presented == issued
@@ -193,6 +221,12 @@ pub trait Decisions: Send + Sync + fmt::Debug {
         _auto_approve: bool,
     ) -> Eligibility {
         eligibility(policy, sandbox, class)
+    }
+
+    /// A clarification question is no approval: no policy refuses it, a
+    /// bounded one included (PG4). `Some` refuses it with that denial.
+    fn refuses_question(&self, _policy: &ApprovalPolicy) -> Option<Denial> {
+        None
     }
 
     /// An exact-call grant matches only the arguments it was given for (PG6).

@@ -5,20 +5,29 @@
 //! those of *some* order of the same actions applied one at a time: two
 //! consumes of one receipt may be won by either, but not by both (RC1); a
 //! follow-up racing a close may run before it or be refused after it, but a
-//! refused follow-up must not have cost a model request (TR4). The number of
-//! actions raced is small (at most [`MAX_RACED`]), so every order is tried.
+//! refused follow-up must not have cost a model request (TR4); a capability
+//! call racing its revoke may run before it or be refused after it (TC2).
+//! The number of actions raced is small (at most [`MAX_RACED`]), so every
+//! order is tried.
+//!
+//! Besides answers and state, real time counts where the observers can
+//! place it: when the tool server saw a call's handler run only after the
+//! harness had the revoke's answer, the revoke had committed before the
+//! call did anything, so only orders with the revoke first may explain the
+//! step (a call admitted before the revoke may finish; none starts after).
 //!
 //! [`RaceState`] is what the harness can observe of the state the raced
 //! actions touch, and [`RaceState::apply`] the model's decision for each
 //! raced action on it, in the model's order of checks (`admit_receipt`,
-//! `revoke_receipt`, `turn`, `end`).
+//! `revoke_receipt`, `turn`, `end`, `plan_capability_call`'s revocation
+//! check, `revoke_capability`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::wire::{Action, Id, LifecycleState, Observed, Outcome, ReceiptState};
+use crate::wire::{Action, HandlerCall, Id, LifecycleState, Observed, Outcome, ReceiptState};
 use crate::{DenyReason, InvariantId};
 
 /// At most this many actions are raced in one step: 6! = 720 orders.
@@ -28,16 +37,41 @@ pub const MAX_RACED: usize = 6;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RacedAction {
-    Consume { receipt: Id, parent: Id },
-    RevokeReceipt { receipt: Id },
-    Turn { instance: Id },
-    End { instance: Id, to: LifecycleState },
+    Consume {
+        receipt: Id,
+        parent: Id,
+    },
+    RevokeReceipt {
+        receipt: Id,
+    },
+    Turn {
+        instance: Id,
+    },
+    End {
+        instance: Id,
+        to: LifecycleState,
+    },
+    /// A capability call, by the capability its secret names; a race
+    /// decides its revocation check only, so a scenario races calls that
+    /// pass every other check (binding, expiry, allowlist, the agent, drift).
+    CapabilityCall {
+        capability: Id,
+        tool: String,
+        arguments: Value,
+    },
+    RevokeCapability {
+        capability: Id,
+    },
 }
 
 impl RacedAction {
     /// The raced form of a protocol action; `None` for an action whose
-    /// outcome under a race these rules do not decide.
-    pub fn from_action(action: &Action) -> Option<RacedAction> {
+    /// outcome under a race these rules do not decide, or a capability call
+    /// whose secret `capability_of` (secret to capability id) does not know.
+    pub fn from_action(
+        action: &Action,
+        capability_of: &dyn Fn(&str) -> Option<Id>,
+    ) -> Option<RacedAction> {
         Some(match action {
             Action::ConsumeReceipt {
                 receipt, parent, ..
@@ -59,17 +93,40 @@ impl RacedAction {
                 instance: instance.clone(),
                 to: LifecycleState::Cancelled,
             },
+            Action::CapabilityCall {
+                secret,
+                tool,
+                arguments,
+                ..
+            } => RacedAction::CapabilityCall {
+                capability: capability_of(secret)?,
+                tool: tool.clone(),
+                arguments: arguments.clone(),
+            },
+            Action::RevokeCapability { capability } => RacedAction::RevokeCapability {
+                capability: capability.clone(),
+            },
             _ => return None,
         })
     }
 
     /// The invariant a wrong answer to this action under a race breaks:
-    /// receipts are single use (RC1), nothing starts after a close (TR4).
+    /// receipts are single use (RC1), nothing starts after a close (TR4),
+    /// no capability call starts after its revoke (TC2).
     pub fn invariant(&self) -> InvariantId {
         match self {
             RacedAction::Consume { .. } | RacedAction::RevokeReceipt { .. } => InvariantId::RC1,
             RacedAction::Turn { .. } | RacedAction::End { .. } => InvariantId::TR4,
+            RacedAction::CapabilityCall { .. } | RacedAction::RevokeCapability { .. } => {
+                InvariantId::TC2
+            }
         }
+    }
+
+    /// Whether a handler call the tool server saw is this capability call's.
+    fn ran(&self, call: &HandlerCall) -> bool {
+        matches!(self, RacedAction::CapabilityCall { tool, arguments, .. }
+            if *tool == call.tool && *arguments == call.arguments)
     }
 }
 
@@ -89,12 +146,17 @@ pub struct RaceState {
     pub model_requests: BTreeMap<Id, u64>,
     /// Model requests for instances that did not exist before the step (the children's first turns).
     pub child_model_requests: u64,
+    /// The touched capabilities by id, and whether each is revoked; absent: never issued.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub capabilities: BTreeMap<Id, bool>,
+    /// Handler calls of the raced capability calls the tool server saw.
+    pub handler_calls: u64,
 }
 
 impl RaceState {
     /// The part of `observed` the actions touch, before the race: no children, no requests yet.
     pub fn before(observed: &Observed, actions: &[RacedAction]) -> RaceState {
-        let (receipts, instances) = touched(actions);
+        let (receipts, instances, capabilities) = touched(actions);
         RaceState {
             receipts: receipts
                 .iter()
@@ -110,15 +172,25 @@ impl RaceState {
             children: 0,
             model_requests: instances.iter().map(|id| (id.clone(), 0)).collect(),
             child_model_requests: 0,
+            capabilities: capabilities
+                .iter()
+                .filter_map(|id| {
+                    let c = observed.capabilities.iter().find(|c| &c.id == id)?;
+                    Some((id.clone(), c.revoked))
+                })
+                .collect(),
+            handler_calls: 0,
         }
     }
 
-    /// The same part of `after`, with the children and model requests the
-    /// step's observers saw (`model_requests`, by instance id).
+    /// The same part of `after`, with the children, model requests and
+    /// handler calls the step's observers saw (`model_requests`, by instance
+    /// id; `handler_calls`, of which those of the raced capability calls count).
     pub fn after(
         before: &Observed,
         after: &Observed,
         model_requests: &BTreeMap<Id, u64>,
+        handler_calls: &[HandlerCall],
         actions: &[RacedAction],
     ) -> RaceState {
         let mut state = RaceState::before(after, actions);
@@ -135,6 +207,10 @@ impl RaceState {
                 state.child_model_requests += n;
             }
         }
+        state.handler_calls = handler_calls
+            .iter()
+            .filter(|call| actions.iter().any(|a| a.ran(call)))
+            .count() as u64;
         state
     }
 
@@ -183,6 +259,24 @@ impl RaceState {
                 self.instances.insert(instance.clone(), *to);
                 (Outcome::Ok, None)
             }
+            RacedAction::CapabilityCall { capability, .. } => {
+                match self.capabilities.get(capability) {
+                    None | Some(true) => denied(DenyReason::CapabilityDenied),
+                    Some(false) => {
+                        self.handler_calls += 1;
+                        (Outcome::Ok, None)
+                    }
+                }
+            }
+            RacedAction::RevokeCapability { capability } => {
+                match self.capabilities.get_mut(capability) {
+                    None => denied(DenyReason::CapabilityDenied),
+                    Some(revoked) => {
+                        *revoked = true;
+                        (Outcome::Ok, None)
+                    }
+                }
+            }
         }
     }
 
@@ -198,10 +292,11 @@ impl RaceState {
     }
 }
 
-/// The ids of receipts and instances the actions name.
-fn touched(actions: &[RacedAction]) -> (BTreeSet<Id>, BTreeSet<Id>) {
+/// The ids of receipts, instances and capabilities the actions name.
+fn touched(actions: &[RacedAction]) -> (BTreeSet<Id>, BTreeSet<Id>, BTreeSet<Id>) {
     let mut receipts = BTreeSet::new();
     let mut instances = BTreeSet::new();
+    let mut capabilities = BTreeSet::new();
     for a in actions {
         match a {
             RacedAction::Consume { receipt, parent } => {
@@ -214,9 +309,47 @@ fn touched(actions: &[RacedAction]) -> (BTreeSet<Id>, BTreeSet<Id>) {
             RacedAction::Turn { instance } | RacedAction::End { instance, .. } => {
                 instances.insert(instance.clone());
             }
+            RacedAction::CapabilityCall { capability, .. }
+            | RacedAction::RevokeCapability { capability } => {
+                capabilities.insert(capability.clone());
+            }
         }
     }
-    (receipts, instances)
+    (receipts, instances, capabilities)
+}
+
+/// Which raced action must come before which in any order that explains
+/// the step, from real time: `(revoke, call)` when the tool server saw a
+/// handler run of `call` (and of no other raced call: an ambiguous run
+/// orders nothing) only after the harness had `revoke`'s `ok` answer.
+/// `late_handler_calls[i]` are the handler calls seen after action `i`'s
+/// answer arrived (empty when it was refused or its arrival is unknown).
+pub fn real_time_order(
+    actions: &[RacedAction],
+    answers: &[Answer],
+    late_handler_calls: &[&[HandlerCall]],
+) -> Vec<(usize, usize)> {
+    let mut before = Vec::new();
+    for (revoke, late) in late_handler_calls.iter().enumerate() {
+        let revoked_ok = matches!(
+            actions.get(revoke),
+            Some(RacedAction::RevokeCapability { .. })
+        ) && answers.get(revoke).is_some_and(|a| a.0 == Outcome::Ok);
+        if !revoked_ok {
+            continue;
+        }
+        for call in late.iter() {
+            let ran: Vec<usize> = (0..actions.len())
+                .filter(|&j| actions[j].ran(call))
+                .collect();
+            if let [only] = ran[..]
+                && !before.contains(&(revoke, only))
+            {
+                before.push((revoke, only));
+            }
+        }
+    }
+    before
 }
 
 /// No order explains what was observed: every distinct thing the orders
@@ -237,16 +370,22 @@ pub struct Possible {
 }
 
 /// An order (indices into `actions`) in which the actions, applied one at
-/// a time from `start`, answer exactly `observed` and end in `after`.
+/// a time from `start`, answer exactly `observed` and end in `after`, with
+/// `a` before `b` for each pair of `precedes` (real time, see [`real_time_order`]).
 pub fn linearize(
     start: &RaceState,
     actions: &[RacedAction],
     observed: &[Answer],
     after: &RaceState,
+    precedes: &[(usize, usize)],
 ) -> Result<Vec<usize>, NotLinearizable> {
     let mut possible: Vec<Possible> = Vec::new();
     let mut found = None;
     for_each_order(actions.len(), &mut |order| {
+        let position = |i: usize| order.iter().position(|&x| x == i);
+        if precedes.iter().any(|&(a, b)| position(a) > position(b)) {
+            return true;
+        }
         let mut state = start.clone();
         let mut answers = vec![(Outcome::Ok, None); actions.len()];
         for &i in order {
@@ -340,8 +479,14 @@ mod tests {
     fn one_winner_among_three_consumes_is_linearizable_whichever_wins() {
         let actions = vec![consume(), consume(), consume()];
         // Positive: the second request won; the order found puts it first.
-        let order =
-            linearize(&issued(), &actions, &[CONSUMED, OK, CONSUMED], &one_child()).unwrap();
+        let order = linearize(
+            &issued(),
+            &actions,
+            &[CONSUMED, OK, CONSUMED],
+            &one_child(),
+            &[],
+        )
+        .unwrap();
         assert_eq!(order[0], 1);
     }
 
@@ -351,7 +496,8 @@ mod tests {
         let mut two_children = one_child();
         two_children.children = 2;
         two_children.child_model_requests = 2;
-        let err = linearize(&issued(), &actions, &[OK, OK, CONSUMED], &two_children).unwrap_err();
+        let err =
+            linearize(&issued(), &actions, &[OK, OK, CONSUMED], &two_children, &[]).unwrap_err();
         // Every order gives exactly one winner: what the report shows instead.
         assert!(
             err.possible
@@ -367,9 +513,9 @@ mod tests {
         let mut after = one_child();
         after.children = 2;
         let actions = vec![consume(), consume()];
-        assert!(linearize(&issued(), &actions, &[OK, CONSUMED], &after).is_err());
+        assert!(linearize(&issued(), &actions, &[OK, CONSUMED], &after, &[]).is_err());
         // Positive control: the same answers with one child.
-        assert!(linearize(&issued(), &actions, &[OK, CONSUMED], &one_child()).is_ok());
+        assert!(linearize(&issued(), &actions, &[OK, CONSUMED], &one_child(), &[]).is_ok());
     }
 
     #[test]
@@ -392,14 +538,69 @@ mod tests {
         // The follow-up ran first: one request, then the close.
         let mut ran = closed.clone();
         ran.model_requests.insert("i-1".into(), 1);
-        assert_eq!(linearize(&start, &actions, &[OK, OK], &ran), Ok(vec![0, 1]));
+        assert_eq!(
+            linearize(&start, &actions, &[OK, OK], &ran, &[]),
+            Ok(vec![0, 1])
+        );
         // Refused after the close, with no request: fine.
         assert_eq!(
-            linearize(&start, &actions, &[TERMINAL, OK], &closed),
+            linearize(&start, &actions, &[TERMINAL, OK], &closed, &[]),
             Ok(vec![1, 0])
         );
         // Refused, yet a model request went out: no order explains it.
-        assert!(linearize(&start, &actions, &[TERMINAL, OK], &ran).is_err());
+        assert!(linearize(&start, &actions, &[TERMINAL, OK], &ran, &[]).is_err());
+    }
+
+    #[test]
+    fn a_call_whose_handler_ran_after_the_revoke_answered_must_be_refused() {
+        let call = RacedAction::CapabilityCall {
+            capability: "c-1".into(),
+            tool: "fs.read".into(),
+            arguments: serde_json::json!({"path": "a"}),
+        };
+        let revoke = RacedAction::RevokeCapability {
+            capability: "c-1".into(),
+        };
+        let actions = vec![call, revoke];
+        let start = RaceState {
+            capabilities: [("c-1".to_string(), false)].into(),
+            ..RaceState::default()
+        };
+        let mut ran = start.clone();
+        ran.capabilities.insert("c-1".into(), true);
+        ran.handler_calls = 1;
+        let mut refused = ran.clone();
+        refused.handler_calls = 0;
+        const DENIED: Answer = (Outcome::Denied, Some(DenyReason::CapabilityDenied));
+        // Without real time, a run before the revoke explains it.
+        assert_eq!(
+            linearize(&start, &actions, &[OK, OK], &ran, &[]),
+            Ok(vec![0, 1])
+        );
+        // The handler ran after the revoke's answer: only revoke-first
+        // orders count, and in them the call is refused.
+        let handler = HandlerCall {
+            tool: "fs.read".into(),
+            arguments: serde_json::json!({"path": "a"}),
+        };
+        let late: Vec<&[HandlerCall]> = vec![&[], std::slice::from_ref(&handler)];
+        let precedes = real_time_order(&actions, &[OK, OK], &late);
+        assert_eq!(precedes, vec![(1, 0)]);
+        assert!(linearize(&start, &actions, &[OK, OK], &ran, &precedes).is_err());
+        // Positive control: refused after the revoke, no handler run.
+        assert_eq!(
+            linearize(&start, &actions, &[DENIED, OK], &refused, &precedes),
+            Ok(vec![1, 0])
+        );
+        // A handler run of another call, or a refused revoke, orders nothing.
+        let other = HandlerCall {
+            tool: "fs.read".into(),
+            arguments: serde_json::json!({"path": "b"}),
+        };
+        let late: Vec<&[HandlerCall]> = vec![&[], std::slice::from_ref(&other)];
+        assert!(real_time_order(&actions, &[OK, OK], &late).is_empty());
+        let late: Vec<&[HandlerCall]> = vec![&[], std::slice::from_ref(&handler)];
+        assert!(real_time_order(&actions, &[OK, DENIED], &late).is_empty());
     }
 
     #[test]

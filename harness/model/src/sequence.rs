@@ -211,6 +211,10 @@ pub async fn perform(
             let plan = core.state.answer(core.journal, request, *decision, &live);
             run_plan(effects, &tool, plan).await?
         }
+        Action::Ask { instance, question } => core.state.ask(core.journal, instance, question),
+        Action::AnswerQuestion { question, answer } => {
+            core.state.answer_question(core.journal, question, answer)
+        }
         Action::SetAutoApprove { enabled } => core.state.set_auto_approve(core.journal, *enabled),
         Action::RevokeGrant { grant } => core.state.revoke_grant(grant),
         Action::IssueCapability {

@@ -256,6 +256,14 @@ pub enum Action {
     },
     #[serde(rename = "approval/answer")]
     Answer { request: Id, decision: Decision },
+    /// The instance asks a person a clarification question: not an
+    /// approval, so it reaches the person and waits for an answer also
+    /// under `never` or a bounded ceiling (PG4).
+    #[serde(rename = "instance/ask")]
+    Ask { instance: Id, question: String },
+    /// A person's answer to a clarification question.
+    #[serde(rename = "question/answer")]
+    AnswerQuestion { question: Id, answer: String },
     #[serde(rename = "approval/auto")]
     SetAutoApprove { enabled: bool },
     #[serde(rename = "grant/revoke")]
@@ -351,6 +359,8 @@ impl Action {
             Action::Wait { .. } => "instance/wait",
             Action::DeliverEvent { .. } => "event/deliver",
             Action::Answer { .. } => "approval/answer",
+            Action::Ask { .. } => "instance/ask",
+            Action::AnswerQuestion { .. } => "question/answer",
             Action::SetAutoApprove { .. } => "approval/auto",
             Action::RevokeGrant { .. } => "grant/revoke",
             Action::IssueCapability { .. } => "capability/issue",
@@ -375,7 +385,8 @@ impl Action {
             | Action::Fail { instance }
             | Action::Resume { instance }
             | Action::Fork { instance }
-            | Action::Wait { instance, .. } => Some(instance),
+            | Action::Wait { instance, .. }
+            | Action::Ask { instance, .. } => Some(instance),
             _ => None,
         }
     }
@@ -415,6 +426,9 @@ pub struct ActionResult {
     pub tool_call: Option<ToolCallReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability: Option<CapabilityToken>,
+    /// The clarification question an `instance/ask` raised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Id>,
     /// Why a wait returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub woke: Option<WakeReason>,
@@ -439,6 +453,7 @@ impl ActionResult {
             turn: None,
             tool_call: None,
             capability: None,
+            question: None,
             woke: None,
             observed: None,
             inferred: Vec::new(),
@@ -608,6 +623,8 @@ pub enum ReportedValue {
     Grants,
     /// Task capabilities.
     Capabilities,
+    /// Clarification questions and their answers.
+    Questions,
 }
 
 impl ReportedValue {
@@ -633,6 +650,7 @@ impl ReportedValue {
             ReportedValue::Receipts => "receipts",
             ReportedValue::Grants => "grants",
             ReportedValue::Capabilities => "capabilities",
+            ReportedValue::Questions => "questions",
         }
     }
 }
@@ -652,6 +670,9 @@ pub struct Observed {
     pub grants: Vec<ObservedGrant>,
     #[serde(default)]
     pub capabilities: Vec<ObservedCapability>,
+    /// Clarification questions asked of a person, pending or answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<ObservedQuestion>,
     // Each record shared, not copied: a history holds an observation per
     // step, and copying every record into each made it quadratic.
     #[serde(default)]
@@ -719,6 +740,27 @@ pub struct ObservedApproval {
     pub decision: Option<Decision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_by: Option<DecidedBy>,
+}
+
+/// Where a clarification question stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QuestionState {
+    /// Shown to a person, waiting for the answer.
+    Pending,
+    Answered,
+}
+
+/// A clarification question an instance asked a person (`instance/ask`):
+/// no approval, and no policy decides it (PG4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ObservedQuestion {
+    pub id: Id,
+    pub instance: Id,
+    pub text: String,
+    pub state: QuestionState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -110,6 +110,12 @@ pub mod capability {
     /// that race actions (two consumes of one receipt, a follow-up against
     /// a close) need it, and are `unsupported` without it.
     pub const CONCURRENT_REQUESTS: &str = "concurrent-requests";
+    /// An instance can ask a person a clarification question
+    /// (`instance/ask`) and the person can answer it (`question/answer`):
+    /// PG4's positive side, that questions still pass under `never`, needs
+    /// it. A host whose children can ask no one (or whose adapter cannot
+    /// put a question to a child's run) lacks it.
+    pub const CLARIFICATION_QUESTIONS: &str = "clarification-questions";
 
     /// Capabilities that are a way to more authority: scenarios needing them
     /// still run against a host without them, and check that it refuses.
@@ -145,6 +151,7 @@ pub mod capability {
         MODEL_CLOSE_TOOLS,
         REUSABLE_AGENTS,
         CONCURRENT_REQUESTS,
+        CLARIFICATION_QUESTIONS,
     ];
 
     /// Why a scenario cannot run on a host that declared `declared`: each

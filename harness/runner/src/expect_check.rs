@@ -9,7 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use delegation_model::{
-    ActionResult, ApprovalState, DecidedBy, Decision, Evidence, Observed, ReportedValue, TurnReport,
+    ActionResult, ApprovalState, DecidedBy, Decision, Evidence, Observed, QuestionState,
+    ReportedValue, TurnReport,
 };
 use serde_json::{Value, json};
 
@@ -215,6 +216,26 @@ pub fn check_expect(expect: &Expect, seen: &StepSeen<'_>) -> ExpectCheck {
             json!(count.count),
             json!(after.instances.len()),
         );
+    }
+    if let Some(questions) = &expect.questions {
+        let inferred = behind(Basis::Observed(ReportedValue::Questions));
+        for (field, expected, state) in [
+            (
+                "questions.pending",
+                questions.pending,
+                QuestionState::Pending,
+            ),
+            (
+                "questions.answered",
+                questions.answered,
+                QuestionState::Answered,
+            ),
+        ] {
+            if let Some(n) = expected {
+                let seen = after.questions.iter().filter(|q| q.state == state).count();
+                cmp(field, inferred.clone(), json!(n), json!(seen));
+            }
+        }
     }
     if let Some(approvals) = &expect.approvals {
         let approvals_inferred = behind(Basis::Observed(ReportedValue::Approvals));

@@ -34,7 +34,10 @@ use serde_json::Value;
 use unicode_normalization::UnicodeNormalization as _;
 
 mod races;
-pub use races::{STALE_CHECK_WINDOW, StaleCheck, act_on_stale_check, check_before_acting};
+pub use races::{
+    STALE_CHECK_WINDOW, StaleCheck, StaleUndo, act_on_stale_check, check_before_acting,
+    undo_stale_act,
+};
 
 macro_rules! defects {
     ($( $variant:ident, $name:literal, $id:ident, $description:literal; )*) => {
@@ -175,6 +178,14 @@ defects! {
         "consume reads the receipt as issued, lets go of the store while it works, then writes the tombstone unconditionally: two consumers racing both win";
     FollowupRacesClose, "followup-races-close", TR4,
         "a follow-up checks that its instance is live, then sends its model request after a close committed in between";
+    CapabilityCallCheckThenAct, "capability-call-check-then-act", TC2,
+        "a capability call checks that its capability is not revoked, lets go of the store while it works, then runs the handler although a revoke committed in between";
+    ConstraintClippedToChild, "constraint-clipped-to-child", EA3,
+        "an authorizer constraint is applied axis by axis as a minimum with the child's authority: the axes it narrows bind the child, the axes on which it is wider than the parent are ignored instead of refusing the child";
+    DispatchNameNormalised, "dispatch-name-normalised", SD2,
+        "a tool call is looked up among the instance's sealed tools by its NFKC form with invisible characters removed, so a call naming a fullwidth, decomposed or zero-width look-alike runs the sealed tool";
+    QuestionDeniedAsApproval, "question-denied-as-approval", PG4,
+        "under `never` or a bounded ceiling a child's clarification question is denied like an approval request, so the child can never ask a person anything";
     GrantBeforeDriftCheck, "grant-before-drift-check", SD2,
         "exact-call grants are looked up by tool name and arguments before the seal and drift checks, so a call a person allowed runs again after the tool's definition changed";
 }
@@ -454,6 +465,48 @@ impl Decisions for Mutant {
         !self.is(Defect::WideningConstraintDropped)
     }
 
+    fn apply_constraint(
+        &self,
+        effective: &Authority,
+        constraint: &AuthorityRequest,
+    ) -> Result<Authority, AdmissionError> {
+        match Correct.apply_constraint(effective, constraint) {
+            // The axes the constraint widens are dropped; the rest still binds.
+            Err(AdmissionError::CeilingExceeded(axes))
+                if self.is(Defect::ConstraintClippedToChild) =>
+            {
+                let mut clipped = constraint.clone();
+                for axis in axes {
+                    match axis {
+                        Axis::Sandbox => clipped.sandbox = None,
+                        Axis::ApprovalPolicy => clipped.approval_policy = None,
+                        Axis::Tools => clipped.tools = None,
+                        Axis::Cwd => clipped.cwd = None,
+                        Axis::Provider => clipped.provider = None,
+                        Axis::Delegation => clipped.delegation_depth = None,
+                    }
+                }
+                Correct.apply_constraint(effective, &clipped)
+            }
+            r => r,
+        }
+    }
+
+    fn sealed_name(
+        &self,
+        sealed: &std::collections::BTreeMap<String, String>,
+        tool: &str,
+    ) -> Option<String> {
+        if !self.is(Defect::DispatchNameNormalised) {
+            return Correct.sealed_name(sealed, tool);
+        }
+        // The sealed tool whose normal form the call's name shares.
+        sealed
+            .keys()
+            .find(|s| loose_name(s) == loose_name(tool))
+            .cloned()
+    }
+
     fn presented_receipt_matches(&self, presented: &Value, issued: &Value) -> bool {
         // The id alone is trusted.
         self.is(Defect::ReceiptSealNotChecked)
@@ -568,6 +621,14 @@ impl Decisions for Mutant {
             }
             e => e,
         }
+    }
+
+    fn refuses_question(&self, policy: &ApprovalPolicy) -> Option<Denial> {
+        // The question goes down the approval path, where a bounded policy asks no one.
+        (self.is(Defect::QuestionDeniedAsApproval) && policy.is_bounded()).then(|| Denial {
+            reason: DenyReason::PolicyDenied,
+            detail: "a bounded ceiling asks no one".into(),
+        })
     }
 
     fn grant_matches_arguments(&self, granted: &str, presented: &str) -> bool {

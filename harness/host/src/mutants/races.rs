@@ -1,4 +1,4 @@
-//! The two race defects: an action that checks under the lock, lets go of it, and later acts on what it read.
+//! The race defects: an action that checks under the lock, lets go of it, and later acts on what it read.
 //!
 //! A correct host holds its state's lock from an action's first check to
 //! its last commit (`reference::Worker`). These defects split that in two,
@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use delegation_model::digest::sha256_hex;
 use delegation_model::state::HostState;
 use delegation_model::{Action, ReceiptState};
 use serde_json::{Value, json};
@@ -26,6 +27,19 @@ pub enum StaleCheck {
     ReceiptIssued { receipt: String },
     /// followup-races-close: the instance was live when checked.
     InstanceLive { instance: String, input: String },
+    /// capability-call-check-then-act: the capability was not revoked when checked.
+    CapabilityUnrevoked { capability: String },
+}
+
+/// What acting on a stale check changed in memory only, to be put back
+/// once the action is done: the store keeps what was committed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StaleUndo {
+    Nothing,
+    /// The call ran on a capability revoked meanwhile: it is revoked again.
+    Revoke {
+        capability: String,
+    },
 }
 
 /// The check a racing defect does before letting go of the lock; `None`
@@ -44,6 +58,16 @@ pub fn check_before_acting(
                 }
             })
         }
+        (Defect::CapabilityCallCheckThenAct, Action::CapabilityCall { secret, .. }) => {
+            let digest = sha256_hex(secret.as_bytes());
+            let c = state
+                .capabilities
+                .values()
+                .find(|c| c.secret_digest == digest)?;
+            (!c.capability.revoked).then(|| StaleCheck::CapabilityUnrevoked {
+                capability: c.capability.id.clone(),
+            })
+        }
         (Defect::FollowupRacesClose, Action::Turn { instance, input }) => {
             (!state.instances.get(instance)?.state.is_terminal()).then(|| {
                 StaleCheck::InstanceLive {
@@ -59,17 +83,28 @@ pub fn check_before_acting(
 /// Acts on the stale check, with the lock held again: the consume takes the
 /// receipt as still issued, tombstone or not; the follow-up's model request
 /// goes out although a close committed meanwhile (the turn itself is then
-/// refused, as the instance is terminal).
+/// refused, as the instance is terminal); the capability call runs on the
+/// capability as unrevoked, although a revoke committed meanwhile.
 pub async fn act_on_stale_check(
     state: &mut HostState,
     stale: &StaleCheck,
     http: &reqwest::Client,
     model_endpoint: &str,
-) {
+) -> StaleUndo {
     match stale {
         StaleCheck::ReceiptIssued { receipt } => {
             if let Some(r) = state.receipts.get_mut(receipt) {
                 r.state = ReceiptState::Issued;
+            }
+        }
+        StaleCheck::CapabilityUnrevoked { capability } => {
+            if let Some(c) = state.capabilities.get_mut(capability)
+                && c.capability.revoked
+            {
+                c.capability.revoked = false;
+                return StaleUndo::Revoke {
+                    capability: capability.clone(),
+                };
             }
         }
         StaleCheck::InstanceLive { instance, input } => {
@@ -91,5 +126,15 @@ pub async fn act_on_stale_check(
                     .await;
             }
         }
+    }
+    StaleUndo::Nothing
+}
+
+/// Puts back what acting on a stale check changed in memory only.
+pub fn undo_stale_act(state: &mut HostState, undo: StaleUndo) {
+    if let StaleUndo::Revoke { capability } = undo
+        && let Some(c) = state.capabilities.get_mut(&capability)
+    {
+        c.capability.revoked = true;
     }
 }

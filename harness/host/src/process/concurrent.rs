@@ -26,10 +26,12 @@ pub(super) struct InFlight {
 impl ProcessHost {
     /// Writes every request before reading any answer, then collects the
     /// answers by id, each under its own deadline. Answers come back in the
-    /// order of `requests`.
+    /// order of `requests`; `noted` is called with a request's index as
+    /// soon as its answer has been read.
     pub(super) async fn request_all(
         &mut self,
         requests: &[InFlight],
+        noted: &(dyn Fn(usize) + Send + Sync),
     ) -> Vec<Result<Box<RawValue>, HostError>> {
         if let Some(verdict) = &self.broken {
             return requests.iter().map(|_| Err(verdict.clone())).collect();
@@ -132,6 +134,7 @@ impl ProcessHost {
                 Err(Stop::Verdict(verdict)) => Err(verdict),
                 Err(Stop::Gone) => Err(self.exited(method).await),
             });
+            noted(index);
         }
         if gone {
             let method = requests

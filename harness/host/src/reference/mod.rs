@@ -71,6 +71,7 @@ pub const REFERENCE_CAPABILITIES: &[&str] = &[
     capability::MODEL_LIFECYCLE_TOOLS,
     capability::MODEL_CLOSE_TOOLS,
     capability::CONCURRENT_REQUESTS,
+    capability::CLARIFICATION_QUESTIONS,
 ];
 
 /// The state a started reference host carries between calls.
@@ -438,15 +439,18 @@ impl Worker {
                 detail: "`initialize` must come first".into(),
             });
         };
-        if let Some(stale) = racing {
-            mutants::act_on_stale_check(
-                &mut run.state,
-                &stale,
-                &self.http,
-                &run.environment.model_endpoint,
-            )
-            .await;
-        }
+        let undo = match &racing {
+            Some(stale) => {
+                mutants::act_on_stale_check(
+                    &mut run.state,
+                    stale,
+                    &self.http,
+                    &run.environment.model_endpoint,
+                )
+                .await
+            }
+            None => mutants::StaleUndo::Nothing,
+        };
         let crash = FaultPoint::CrashAfterDecisionCommit;
         let crash_armed = run.state.faults.contains_key(&crash);
         let mut io = ReferenceIo {
@@ -463,6 +467,7 @@ impl Worker {
             journal: &mut run.journal,
         };
         let performed = sequence::perform(&mut core, &mut io, action).await;
+        mutants::undo_stale_act(&mut run.state, undo);
         let mut result = match performed {
             Ok(result) => result,
             Err(Stop::Crashed) => {
@@ -486,7 +491,8 @@ impl Worker {
         Ok(result)
     }
 
-    /// Defects receipt-consume-check-then-act and followup-races-close: the
+    /// The race defects (receipt-consume-check-then-act,
+    /// followup-races-close, capability-call-check-then-act): the
     /// check done under the lock, which is then released for a while before
     /// the action acts on what it read. `None` for the correct host.
     async fn stale_check(&self, action: &Action) -> Option<mutants::StaleCheck> {
@@ -579,6 +585,14 @@ impl Host for ReferenceHost {
         &mut self,
         actions: &[Action],
     ) -> Vec<Result<ActionResult, HostError>> {
+        self.call_concurrently_noting(actions, &|_| {}).await
+    }
+
+    async fn call_concurrently_noting(
+        &mut self,
+        actions: &[Action],
+        noted: &(dyn Fn(usize) + Send + Sync),
+    ) -> Vec<Result<ActionResult, HostError>> {
         let mut tasks = tokio::task::JoinSet::new();
         for (index, action) in actions.iter().enumerate() {
             let worker = self.worker.clone();
@@ -598,7 +612,10 @@ impl Host for ReferenceHost {
             actions.iter().map(|_| None).collect();
         while let Some(joined) = tasks.join_next().await {
             match joined {
-                Ok((index, answer)) => answers[index] = Some(answer),
+                Ok((index, answer)) => {
+                    answers[index] = Some(answer);
+                    noted(index);
+                }
                 Err(e) => {
                     // A panicking action is this host's fault; the others keep their answers.
                     for slot in answers.iter_mut().filter(|a| a.is_none()) {

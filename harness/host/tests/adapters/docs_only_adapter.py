@@ -1034,7 +1034,12 @@ class Host:
         if method == "instance/resume":
             return self.resume(p["instance"])
         if method == "state/observe":
-            self.take_list_changed()
+            # An observation takes it in too, but is never refused: a failed
+            # write leaves the list_changed pending (PROTOCOL.md, the tables).
+            try:
+                self.take_list_changed()
+            except Denied:
+                pass
             return self.observe()
         if method == "receipt/prepare":
             return self.prepare(p)

@@ -99,7 +99,11 @@ pub(super) fn ea_forbidden_child(
 
 /// EA3. A widening or unsupported constraint from the authorizer admits no
 /// child (as EA2/EA4 for `allow_widening`); a child admitted under narrowing
-/// constraints stays within them on every constrained axis.
+/// constraints stays within them on every constrained axis; and the
+/// constraints themselves are checked too, not only the child against
+/// them: no child is admitted under constraints that the parent's sealed
+/// ceiling does not admit (wider than the parent on some axis), since a
+/// constraint that widens anything is a refusal, never clipped.
 pub(super) fn ea3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
     ea_forbidden_child(InvariantId::EA3, facts, entry, out);
     if facts.authorizer_required()
@@ -107,6 +111,18 @@ pub(super) fn ea3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
             deciding_behaviour(facts, entry)
     {
         for creation in creation_attempt(entry).iter().filter(|c| c.is_delegation()) {
+            if let (Some(child), Some(parent_ceiling)) = (
+                creation.created(),
+                creation.from.and_then(|p| facts.ceiling(p)),
+            ) && let Err(widens) = admit(parent_ceiling, None, constraint)
+            {
+                out.push(violation(
+                    InvariantId::EA3,
+                    entry.step,
+                    format!("child `{child}` was admitted under authorizer constraints that are no narrowing of its parent's ceiling ({widens}); a widening constraint refuses the child"),
+                    json!({"constraint": constraint, "parent_ceiling": parent_ceiling, "child": child}),
+                ));
+            }
             if let (Some(child), Some(effective)) = (creation.created(), &creation.result.effective)
             {
                 let axes = axes_above_request(effective, constraint);

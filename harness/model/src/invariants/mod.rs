@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::authority::{ActionClass, Authority, AuthorityRequest, Axis, Sandbox};
+use crate::authority::{ActionClass, Authority, AuthorityRequest, Axis, Sandbox, admit};
 use crate::digest::digest_value;
 use crate::eligibility::{Eligibility, eligibility};
 use crate::path::NormalPath;
@@ -243,7 +243,7 @@ pub fn values_read(id: InvariantId) -> ValuesRead {
         PG1 => (&[Approvals], true),
         PG2 => (&[Approvals, ToolCall], false),
         PG3 => (&[Approvals, Ceiling], false),
-        PG4 => (&[Approvals, ToolCall, Ceiling], false),
+        PG4 => (&[Approvals, ToolCall, Ceiling, Reason, Questions], false),
         PG5 => (&[Approvals], false),
         PG6 => (&[Grants, State, Ceiling, ToolCall], false),
         CE1 | CE2 => (&[Ceiling, Parent, Effective], false),

@@ -227,10 +227,91 @@ impl Checker for Pg3 {
 
 /// PG4. An instance whose ceiling has a bounded approval policy never has an
 /// approval request in any observation, and none of its calls ends pending
-/// approval. (That clarification questions still pass is not observable here.)
+/// approval. Its clarification questions still pass: an `instance/ask` of
+/// a live bounded instance is not refused for its policy (only an unknown
+/// or terminal instance, or a failed write, refuses it), the question it
+/// raised is listed in the observation after it, and a person's first
+/// answer to it is not refused for its policy either.
 #[derive(Default)]
 pub(super) struct Pg4 {
     reported: BTreeSet<String>,
+    /// The instance of each question raised, by question id.
+    questions: BTreeMap<String, String>,
+}
+
+/// The refusals that say nothing about a question being treated as an
+/// approval: the instance is gone, the question was answered, a write failed.
+fn refuses_any_question(reason: Option<DenyReason>) -> bool {
+    matches!(
+        reason,
+        Some(
+            DenyReason::InstanceUnknown
+                | DenyReason::InstanceTerminal
+                | DenyReason::EventReplayed
+                | DenyReason::StoreWriteFailed
+        )
+    )
+}
+
+impl Pg4 {
+    /// The question side: asks and answers of bounded instances pass.
+    fn questions(
+        &mut self,
+        bounded: &dyn Fn(&str) -> bool,
+        entry: &HistoryEntry,
+        out: &mut Vec<Violation>,
+    ) {
+        let Some((action, Some(result))) = action_of(entry) else {
+            return;
+        };
+        match action {
+            Action::Ask { instance, question } => {
+                if result.is_ok() {
+                    let Some(id) = &result.question else {
+                        return;
+                    };
+                    self.questions.insert(id.clone(), instance.clone());
+                    let listed = observed_of(entry).map(|o| {
+                        o.questions
+                            .iter()
+                            .any(|q| &q.id == id && &q.instance == instance)
+                    });
+                    if bounded(instance.as_str()) && listed == Some(false) {
+                        out.push(violation(
+                            InvariantId::PG4,
+                            entry.step,
+                            format!("question `{id}` of bounded instance `{instance}` was accepted but the host does not show it; a clarification question must reach a person"),
+                            json!({"question": id, "text": question, "questions": observed_of(entry).map(|o| &o.questions)}),
+                        ));
+                    }
+                } else if bounded(instance.as_str()) && !refuses_any_question(result.reason) {
+                    out.push(violation(
+                        InvariantId::PG4,
+                        entry.step,
+                        format!("clarification question of bounded instance `{instance}` was refused ({:?}); under a bounded ceiling approval requests are denied, questions still reach a person", result.reason),
+                        json!({"question": question, "result": result}),
+                    ));
+                }
+            }
+            Action::AnswerQuestion { question, answer } => {
+                let Some(instance) = self.questions.get(question) else {
+                    return;
+                };
+                if !result.is_ok()
+                    && bounded(instance.as_str())
+                    && !refuses_any_question(result.reason)
+                {
+                    out.push(violation(
+                        InvariantId::PG4,
+                        entry.step,
+                        format!("a person's answer to question `{question}` of bounded instance `{instance}` was refused ({:?}); a clarification question stays answerable", result.reason),
+                        json!({"question": question, "answer": answer, "result": result}),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Checker for Pg4 {
@@ -240,6 +321,7 @@ impl Checker for Pg4 {
                 .ceiling(instance)
                 .is_some_and(|c| c.approval_policy.is_bounded())
         };
+        self.questions(&bounded, entry, out);
         if let Some(call) = tool_call_in(entry) {
             if bounded(call.instance)
                 && call

@@ -139,10 +139,47 @@ pub(super) fn sealed_before(
 }
 
 /// SD2. After the tool server redefined a tool, a call of it by an instance
-/// that sealed the old definition is refused with zero handler calls; and
-/// the model is never shown a digest of a tool that no known ceiling seals
-/// (when some ceiling seals that tool).
+/// that sealed the old definition (directly, in a turn, or through a task
+/// capability bound to that instance) is refused with zero handler calls; the
+/// model is never shown a digest of a tool that no known ceiling seals
+/// (when some ceiling seals that tool); and a direct tool call that ran
+/// names, byte for byte, a tool its instance sealed, and the handler the
+/// tool server saw run is that tool, byte for byte (MODEL.md section 4: a
+/// look-alike name is another tool, never the sealed one).
 pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+    if let Some(call) = tool_call_in(entry)
+        && call.arguments.is_some()
+        && call.executed
+        && let Some(ceiling) = facts.ceiling(call.instance)
+    {
+        let ran: Vec<&str> = entry
+            .evidence
+            .handler_calls
+            .iter()
+            .map(|h| h.tool.as_str())
+            .collect();
+        // A ceiling that names no tool at all is a host that does not report
+        // its seals (an adapter in front of it), not one that sealed nothing.
+        let unsealed = !ceiling.tools.is_empty() && !ceiling.tools.contains_key(call.tool);
+        let other_ran = ran.iter().any(|t| *t != call.tool);
+        if unsealed || other_ran {
+            out.push(violation(
+                InvariantId::SD2,
+                entry.step,
+                format!(
+                    "call of `{}` on `{}` ran although {}; a tool is named byte for byte",
+                    call.tool.escape_default(),
+                    call.instance,
+                    if unsealed {
+                        "the instance sealed no tool of exactly that name"
+                    } else {
+                        "the tool server saw another tool's handler run"
+                    }
+                ),
+                json!({"tool": call.tool, "sealed": ceiling.tools.keys().collect::<Vec<_>>(), "handlers_ran": ran}),
+            ));
+        }
+    }
     if let Some(call) = tool_call_in(entry) {
         for drift in facts.drifts_before(entry.step) {
             if let WorldChange::ToolRedefined {
@@ -166,6 +203,33 @@ pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
                     drift.step
                 );
                 refused_without_handler(InvariantId::SD2, entry, &call, &why, out);
+            }
+        }
+    }
+    // A task capability reaches its agent's sealed tools, drift included.
+    if let Some(call) = capability_call(entry) {
+        for drift in facts.drifts_before(entry.step) {
+            if let WorldChange::ToolRedefined {
+                tool,
+                digest,
+                previous_digest,
+                ..
+            } = &drift.change
+                && tool == call.tool
+                && sealed_before(
+                    facts,
+                    call.agent,
+                    tool,
+                    drift.step,
+                    previous_digest.as_deref(),
+                    digest,
+                )
+            {
+                let why = format!(
+                    "its definition changed at step {} (new digest {digest}) after agent `{}` sealed it",
+                    drift.step, call.agent
+                );
+                refuse_capability_call(InvariantId::SD2, entry, &call, &why, out);
             }
         }
     }

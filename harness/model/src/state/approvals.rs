@@ -18,13 +18,14 @@ impl HostState {
             Ok(i) => i.clone(),
             Err(d) => return ToolPlan::Denied(d),
         };
-        let Some(sealed_digest) = inst.ceiling.tools.get(tool).cloned() else {
+        let Some(name) = self.decisions.sealed_name(&inst.ceiling.tools, tool) else {
             return ToolPlan::Denied(Denial::new(
                 DenyReason::CapabilityDenied,
                 format!("tool `{tool}` is not sealed into this instance's ceiling"),
             ));
         };
-        let name = tool.to_string();
+        let sealed_digest = inst.ceiling.tools[&name].clone();
+        let tool = name.as_str();
         if !self.decisions.grants_after_drift_check()
             && let Ok(arguments_digest) = digest_value(arguments)
             && self.grants.values().any(|g| {

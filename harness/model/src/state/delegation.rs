@@ -238,20 +238,15 @@ impl HostState {
             ));
         }
         if let Some(constraints) = &reply.constraints {
-            let narrowed = admit(
-                &Authority {
-                    delegation_depth: admission.effective.delegation_depth + 1,
-                    ..admission.effective.clone()
-                },
-                None,
-                constraints,
-            )
-            .map_err(|e| {
-                Denial::new(
-                    DenyReason::AuthorizerMalformed,
-                    format!("authorizer constraint widens: {e}"),
-                )
-            });
+            let narrowed = self
+                .decisions
+                .apply_constraint(&admission.effective, constraints)
+                .map_err(|e| {
+                    Denial::new(
+                        DenyReason::AuthorizerMalformed,
+                        format!("authorizer constraint widens: {e}"),
+                    )
+                });
             match narrowed {
                 Ok(narrowed) => admission.effective = narrowed,
                 Err(_) if !self.decisions.refuses_unusable_constraint() => {}

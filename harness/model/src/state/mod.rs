@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::authority::{AdmissionError, Authority, AuthorityRequest, admit};
+use crate::authority::{AdmissionError, Authority, AuthorityRequest};
 use crate::decisions::SharedDecisions;
 use crate::digest::{ToolDefinition, digest_value, sha256_hex};
 use crate::eligibility::{Eligibility, class_of};
@@ -28,6 +28,7 @@ mod approvals;
 mod capabilities;
 mod delegation;
 mod lifecycle;
+mod questions;
 mod receipts;
 mod settings;
 mod store;
@@ -94,10 +95,11 @@ pub enum Table {
     Records,
     Events,
     Authorizations,
+    Questions,
 }
 
 impl Table {
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Settings,
         Table::Instances,
         Table::Receipts,
@@ -107,6 +109,7 @@ impl Table {
         Table::Records,
         Table::Events,
         Table::Authorizations,
+        Table::Questions,
     ];
 
     pub fn name(self) -> &'static str {
@@ -120,6 +123,7 @@ impl Table {
             Table::Records => "records",
             Table::Events => "events",
             Table::Authorizations => "authorizations",
+            Table::Questions => "questions",
         }
     }
 }
@@ -355,6 +359,8 @@ pub struct HostState {
     pub receipts: BTreeMap<Id, ReceiptRecord>,
     pub approvals: BTreeMap<Id, ApprovalRecord>,
     pub capabilities: BTreeMap<Id, CapabilityRecord>,
+    /// Clarification questions asked of a person, durable like approval requests.
+    pub questions: BTreeMap<Id, ObservedQuestion>,
     /// Outcomes of capability calls by `(capability, call_id)`, so a retry never reruns a handler (TC5).
     pub capability_outcomes: BTreeMap<String, String>,
     /// Shared with every observation taken since: records never change once written.

@@ -133,6 +133,7 @@ impl HostState {
                 .values()
                 .map(|c| c.capability.clone())
                 .collect(),
+            questions: self.questions.values().cloned().collect(),
             records: self.records.clone(),
             inferred: Vec::new(),
         }

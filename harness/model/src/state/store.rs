@@ -61,6 +61,9 @@ impl HostState {
                 Table::Authorizations => {
                     s.used_authorizations.insert(key.clone());
                 }
+                Table::Questions => {
+                    s.questions.insert(key.clone(), decode_row(*table, key, v)?);
+                }
             }
         }
         s.records.sort_by_key(|r| r.seq);

@@ -1309,3 +1309,121 @@ fn sd2_without_a_ceiling_counts_only_a_change_of_the_canonical_form_as_drift() {
     assert_eq!(found.len(), 1, "{found:#?}");
     assert_eq!(found[0].id, InvariantId::SD2);
 }
+
+/// PG4's positive side: a bounded instance's clarification question is
+/// neither refused for its policy nor hidden; refusals for a terminal
+/// instance stay allowed.
+#[test]
+fn pg4_requires_a_bounded_instances_question_to_reach_a_person() {
+    let mut authority = root_authority();
+    authority.approval_policy = ApprovalPolicy::Never;
+    let ask = || Action::Ask {
+        instance: "root".into(),
+        question: "which branch?".into(),
+    };
+    let accepted = ActionResult {
+        question: Some("q-1".into()),
+        ..ActionResult::ok()
+    };
+    let shown = |listed: bool| Observed {
+        instances: vec![inst(
+            "root",
+            None,
+            LifecycleState::Running,
+            authority.clone(),
+        )],
+        questions: if listed {
+            vec![ObservedQuestion {
+                id: "q-1".into(),
+                instance: "root".into(),
+                text: "which branch?".into(),
+                state: QuestionState::Pending,
+                answer: None,
+            }]
+        } else {
+            vec![]
+        },
+        ..Observed::default()
+    };
+    let history = |result: ActionResult, listed: bool| {
+        H::new()
+            .act(start_action(), created("root", authority.clone()))
+            .act(ask(), result)
+            .observe(shown(listed))
+            .build()
+    };
+    // Refused like an approval request.
+    let refused = check(
+        InvariantId::PG4,
+        &history(
+            ActionResult::denied(DenyReason::PolicyDenied, "bounded"),
+            false,
+        ),
+    );
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    // Accepted but never shown to anyone.
+    let hidden = check(InvariantId::PG4, &history(accepted.clone(), false));
+    assert_eq!(hidden.len(), 1, "{hidden:?}");
+    // Controls: accepted and listed; refused because the instance is gone.
+    assert!(check(InvariantId::PG4, &history(accepted, true)).is_empty());
+    let terminal = ActionResult::denied(DenyReason::InstanceTerminal, "closed");
+    assert!(check(InvariantId::PG4, &history(terminal, false)).is_empty());
+}
+
+/// EA3 checks the constraint itself against the parent, not only the child against the constraint.
+#[test]
+fn ea3_refuses_a_child_admitted_under_a_constraint_wider_than_its_parent() {
+    let history = |constraint: AuthorityRequest| {
+        H::new()
+            .act(authorizer_required(), ActionResult::ok())
+            .then(start_root)
+            .world(WorldChange::AuthorizerScripted {
+                behaviour: AuthorizerBehaviour::AllowNarrowed { constraint },
+            })
+            .act(delegate("root"), created("c1", child_authority()))
+            .authorizer_calls(1)
+            .build()
+    };
+    // Full access over a workspace-write parent: the child sits inside it,
+    // yet the constraint widens and must have refused the child.
+    let widening = AuthorityRequest {
+        sandbox: Some(Sandbox::FullAccess.into()),
+        ..AuthorityRequest::default()
+    };
+    let found = check(InvariantId::EA3, &history(widening));
+    assert_eq!(found.len(), 1, "{found:?}");
+    // Control: a constraint within the parent, which the child meets.
+    let within = AuthorityRequest {
+        sandbox: Some(workspace_write(&["/w/repo"], false).into()),
+        ..AuthorityRequest::default()
+    };
+    assert!(check(InvariantId::EA3, &history(within)).is_empty());
+}
+
+/// SD2: a direct call that ran names a sealed tool byte for byte, and the handler that ran is that tool.
+#[test]
+fn sd2_requires_an_executed_call_to_name_a_sealed_tool_byte_for_byte() {
+    let ran = |name: &str, handler: &str| {
+        H::new()
+            .then(start_root)
+            .act(
+                tool_call("root", name),
+                tool_result(ToolCallOutcome::Executed, None, None),
+            )
+            .handler_calls(&[handler])
+            .build()
+    };
+    // A fullwidth look-alike ran the sealed tool.
+    let lookalike = "\u{ff46}\u{ff53}.write";
+    assert_eq!(
+        check(InvariantId::SD2, &ran(lookalike, "fs.write")).len(),
+        1
+    );
+    // The exact name, but another tool's handler ran.
+    assert_eq!(
+        check(InvariantId::SD2, &ran("fs.write", lookalike)).len(),
+        1
+    );
+    // Control: the exact name and its own handler.
+    assert!(check(InvariantId::SD2, &ran("fs.write", "fs.write")).is_empty());
+}

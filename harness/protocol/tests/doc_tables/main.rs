@@ -220,6 +220,8 @@ fn step_method(key: &str) -> Result<Option<&'static str>, String> {
         "wait" => "instance/wait",
         "deliver_event" => "event/deliver",
         "answer" => "approval/answer",
+        "ask" => "instance/ask",
+        "answer_question" => "question/answer",
         "auto" => "approval/auto",
         "score_risk" => "review/score",
         "revoke_grant" => "grant/revoke",

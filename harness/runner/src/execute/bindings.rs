@@ -165,6 +165,14 @@ impl ScenarioRun<'_> {
                     decision: s.decision,
                 }
             }
+            S::Ask(s) => Action::Ask {
+                instance: self.id_of(&s.instance)?,
+                question: s.question.clone(),
+            },
+            S::AnswerQuestion(s) => Action::AnswerQuestion {
+                question: self.id_of(&s.question)?,
+                answer: s.answer.clone(),
+            },
             S::Auto(s) => Action::SetAutoApprove { enabled: s.enabled },
             S::ScoreRisk(s) => Action::ScoreRisk {
                 instance: self.id_of(&s.instance)?,
@@ -285,6 +293,11 @@ impl ScenarioRun<'_> {
                 put(&s.approval_as, AliasKind::Approval, approval);
             }
             S::ToolCall(s) => put(&s.approval_as, AliasKind::Approval, approval),
+            S::Ask(s) => put(
+                &s.alias,
+                AliasKind::Question,
+                result.is_ok().then(|| result.question.clone()).flatten(),
+            ),
             S::PrepareReceipt(s) => {
                 if let Some(receipt) = result.receipt.clone().filter(|_| result.is_ok()) {
                     self.transcript

@@ -9,10 +9,15 @@
 //! one-at-a-time story; the step's observer evidence goes with the first of
 //! them (a consume's winner, a follow-up that ran before the close), the
 //! state observed after the step with the last.
+//!
+//! The observers are marked as each answer arrives, so that real time
+//! counts where they can place it: a handler call the tool server saw only
+//! after a revoke's answer had arrived started after the revoke committed
+//! ([`delegation_model::linearizability::real_time_order`], TC2).
 
 use std::sync::Arc;
 
-use delegation_model::linearizability::{RaceState, RacedAction, linearize};
+use delegation_model::linearizability::{RaceState, RacedAction, linearize, real_time_order};
 use delegation_model::{
     Action, ActionResult, Evidence, HistoryEntry, InvariantId, Observed, Outcome, StepKind,
 };
@@ -53,14 +58,26 @@ impl ScenarioRun<'_> {
                 }
             }
         }
-        let results = self.call_at_once(&actions).await?;
+        let (results, answered_at) = self.call_at_once(&actions).await?;
         let mut evidence = self.world.evidence_since(&mark);
+        // The handler calls the tool server saw after each answer arrived.
+        let late: Vec<Vec<delegation_model::HandlerCall>> = answered_at
+            .iter()
+            .map(|at| {
+                at.as_ref()
+                    .map(|at| {
+                        let seen = at.tools.saturating_sub(mark.tools);
+                        evidence.handler_calls.iter().skip(seen).cloned().collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect();
         let after = Arc::new(self.observe().await?);
         self.observed = after.clone();
         evidence.host_log = self.take_host_log();
 
         let failures_before = self.failures.len();
-        let order = self.judge_race(index, &actions, &results, &before, &evidence);
+        let order = self.judge_race(index, &actions, &results, &before, &evidence, &late);
         let linearizable = self.failures.len() == failures_before;
         let (first, last) = (order.first().copied(), order.last().copied());
         for &i in &order {
@@ -111,11 +128,24 @@ impl ScenarioRun<'_> {
     }
 
     /// Sends every action at once, under the outer deadline; the first
-    /// error of any answer is the step's.
-    async fn call_at_once(&mut self, actions: &[Action]) -> Result<Vec<ActionResult>, HostFault> {
+    /// error of any answer is the step's. With the answers, the observers'
+    /// mark when each arrived (`None`: the host did not say).
+    async fn call_at_once(
+        &mut self,
+        actions: &[Action],
+    ) -> Result<(Vec<ActionResult>, Vec<Option<ObserverMark>>), HostFault> {
         let outer = self.options.step_deadline + OUTER_DEADLINE_MARGIN;
-        let answers = match tokio::time::timeout(outer, self.host.call_concurrently(actions)).await
-        {
+        let world = &*self.world;
+        let marks = std::sync::Mutex::new(vec![None; actions.len()]);
+        let noted = |i: usize| {
+            if let Ok(mut marks) = marks.lock()
+                && let Some(slot) = marks.get_mut(i)
+            {
+                *slot = Some(world.mark());
+            }
+        };
+        let called = self.host.call_concurrently_noting(actions, &noted);
+        let answers = match tokio::time::timeout(outer, called).await {
             Ok(answers) => answers,
             Err(_) => {
                 return Err(HostFault::Broken(format!(
@@ -132,10 +162,12 @@ impl ScenarioRun<'_> {
                 actions.len()
             )));
         }
-        answers
+        let results = answers
             .into_iter()
             .map(|a| a.map_err(HostFault::from))
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        let marks = marks.into_inner().unwrap_or_default();
+        Ok((results, marks))
     }
 
     /// The order of the actions that explains the answers and the state
@@ -148,11 +180,18 @@ impl ScenarioRun<'_> {
         results: &[ActionResult],
         before: &Observed,
         evidence: &Evidence,
+        late: &[Vec<delegation_model::HandlerCall>],
     ) -> Vec<usize> {
         let written: Vec<usize> = (0..actions.len()).collect();
+        let capability_of = |secret: &str| {
+            self.aliases
+                .values()
+                .find(|b| b.secret.as_deref() == Some(secret))
+                .map(|b| b.id.clone())
+        };
         let Some(raced) = actions
             .iter()
-            .map(RacedAction::from_action)
+            .map(|a| RacedAction::from_action(a, &capability_of))
             .collect::<Option<Vec<_>>>()
         else {
             self.failures.push(Failure {
@@ -169,9 +208,17 @@ impl ScenarioRun<'_> {
             return written;
         };
         let start = RaceState::before(before, &raced);
-        let after = RaceState::after(before, &self.observed, &evidence.model_requests, &raced);
+        let after = RaceState::after(
+            before,
+            &self.observed,
+            &evidence.model_requests,
+            &evidence.handler_calls,
+            &raced,
+        );
         let answers: Vec<_> = results.iter().map(|r| (r.outcome, r.reason)).collect();
-        match linearize(&start, &raced, &answers, &after) {
+        let late: Vec<&[delegation_model::HandlerCall]> = late.iter().map(Vec::as_slice).collect();
+        let precedes = real_time_order(&raced, &answers, &late);
+        match linearize(&start, &raced, &answers, &after, &precedes) {
             Ok(order) => order,
             Err(not) => {
                 let mut ids: Vec<InvariantId> = raced.iter().map(RacedAction::invariant).collect();
@@ -187,8 +234,20 @@ impl ScenarioRun<'_> {
                 } else {
                     named
                 };
+                let timing = if precedes.is_empty() {
+                    String::new()
+                } else {
+                    let pairs: Vec<String> = precedes
+                        .iter()
+                        .map(|(a, b)| format!("{a} before {b}"))
+                        .collect();
+                    format!(
+                        " (with the order real time imposes: {}, as the tool server saw a handler run only after the revoke was answered)",
+                        pairs.join(", ")
+                    )
+                };
                 let message = format!(
-                    "no one-at-a-time order of the {} actions sent at once gives the answers and the state observed: {} instead of one of {} possible outcomes",
+                    "no one-at-a-time order of the {} actions sent at once gives the answers and the state observed{timing}: {} instead of one of {} possible outcomes",
                     actions.len(),
                     summary(&answers),
                     not.possible.len()
@@ -200,6 +259,7 @@ impl ScenarioRun<'_> {
                     at: format!("steps[{index}].concurrently"),
                     expected: json!({
                         "some order of": raced,
+                        "with before": precedes,
                         "possible": not.possible,
                     }),
                     observed: json!({"answers": not.observed, "after": not.observed_after}),

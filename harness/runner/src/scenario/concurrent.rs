@@ -29,6 +29,8 @@ pub const RACEABLE_KEYS: &[&str] = &[
     "turn",
     "close",
     "cancel",
+    "capability_call",
+    "revoke_capability",
 ];
 
 /// What must hold over the answers of a concurrent step, as a set.
@@ -105,6 +107,14 @@ impl Scenario {
                             "`{key}` cannot be raced; a concurrent step races only: {}",
                             RACEABLE_KEYS.join(", ")
                         ),
+                    ));
+                }
+                if let StepAction::CapabilityCall(call) = &inner.action
+                    && (call.wrong_secret || call.capability == super::UNKNOWN_ALIAS)
+                {
+                    return Err(invalid(
+                        format!("{at}.{key}"),
+                        "a raced capability call presents the secret of a capability issued in an earlier step (no `wrong_secret`, no `@unknown`): the race is about its revocation".into(),
                     ));
                 }
                 if inner.expect.is_some() || inner.note.is_some() {

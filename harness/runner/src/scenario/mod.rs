@@ -178,6 +178,8 @@ step_actions! {
     "wait" => Wait(WaitStep),
     "deliver_event" => DeliverEvent(DeliverEventStep),
     "answer" => Answer(AnswerStep),
+    "ask" => Ask(AskStep),
+    "answer_question" => AnswerQuestion(AnswerQuestionStep),
     "auto" => Auto(AutoStep),
     "score_risk" => ScoreRisk(ScoreRiskStep),
     "revoke_grant" => RevokeGrant(RevokeGrantStep),
@@ -454,6 +456,27 @@ pub struct AnswerStep {
     pub decision: Decision,
 }
 
+/// An instance asks a person a clarification question (capability
+/// `clarification-questions`): no approval, so it passes under `never` too (PG4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AskStep {
+    pub instance: String,
+    pub question: String,
+    /// Alias for the question, bound when the host accepts it.
+    #[serde(rename = "as", default, skip_serializing_if = "Option::is_none")]
+    pub alias: Option<String>,
+}
+
+/// A person answers a clarification question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AnswerQuestionStep {
+    /// A question alias, or `@unknown` for an id the host never issued.
+    pub question: String,
+    pub answer: String,
+}
+
 /// The `answer` target meaning "the newest pending approval the host shows".
 pub const LATEST_PENDING: &str = "latest-pending";
 
@@ -596,6 +619,9 @@ pub struct Expect {
     pub instances: Option<CountExpect>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvals: Option<ApprovalsExpect>,
+    /// Clarification questions in the host's observed state after the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub questions: Option<QuestionsExpect>,
     /// Receipt state by alias.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub receipts: BTreeMap<String, ReceiptState>,
@@ -751,6 +777,16 @@ pub struct ApprovalsExpect {
     pub decided_by_external: Option<u64>,
 }
 
+/// Counts of clarification questions by state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionsExpect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered: Option<u64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCallExpect {
@@ -824,6 +860,7 @@ pub enum AliasKind {
     Receipt,
     Approval,
     Capability,
+    Question,
 }
 
 impl fmt::Display for AliasKind {
@@ -833,6 +870,7 @@ impl fmt::Display for AliasKind {
             AliasKind::Receipt => "receipt",
             AliasKind::Approval => "approval request",
             AliasKind::Capability => "capability",
+            AliasKind::Question => "clarification question",
         })
     }
 }
@@ -862,6 +900,8 @@ impl StepAction {
                 vec![("request", &s.request, Approval)]
             }
             S::IssueCapability(s) => vec![("agent", &s.agent, Instance)],
+            S::Ask(s) => vec![("instance", &s.instance, Instance)],
+            S::AnswerQuestion(s) => vec![("question", &s.question, Question)],
             S::CapabilityCall(s) => vec![
                 ("capability", &s.capability, Capability),
                 ("agent", &s.agent, Instance),
@@ -895,6 +935,7 @@ impl StepAction {
             S::ToolCall(s) => out.extend(s.approval_as.clone().map(|a| (a, Approval))),
             S::Fork(s) => out.push((s.alias.clone(), Instance)),
             S::IssueCapability(s) => out.push((s.alias.clone(), Capability)),
+            S::Ask(s) => out.extend(s.alias.clone().map(|a| (a, Question))),
             _ => {}
         }
         out

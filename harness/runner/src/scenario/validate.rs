@@ -152,6 +152,21 @@ impl Scenario {
                 "the instance seals tools served by the harness's MCP server: add \"mcp\" to `needs`".into(),
             ));
         }
+        // A question needs a host that can put one to an instance's run.
+        if let Some(i) = self
+            .steps
+            .iter()
+            .position(|s| matches!(s.action, StepAction::Ask(_) | StepAction::AnswerQuestion(_)))
+            && !self
+                .needs
+                .iter()
+                .any(|n| n == delegation_protocol::capability::CLARIFICATION_QUESTIONS)
+        {
+            return Err(invalid(
+                format!("steps[{i}].{}", self.steps[i].action.key()),
+                "asking and answering clarification questions is a capability: add \"clarification-questions\" to `needs`".into(),
+            ));
+        }
         // A spawn refused for what it asked for says nothing about a host
         // whose delegation tool cannot carry the request.
         if let Some(i) = self
@@ -455,6 +470,7 @@ impl Scenario {
             ("state", !expect.state.is_empty()),
             ("instances", expect.instances.is_some()),
             ("approvals", expect.approvals.is_some()),
+            ("questions", expect.questions.is_some()),
             ("receipts", !expect.receipts.is_empty()),
             ("tool_call", expect.tool_call.is_some()),
             ("woke", expect.woke.is_some()),

@@ -18,6 +18,8 @@ const RACES: &[&str] = &[
     "tr/240-follow-ups-racing-a-close",
     "tr/241-follow-ups-in-flight-at-once-both-run",
     "tr/242-follow-ups-racing-a-cancel",
+    "tc/240-capability-call-racing-its-revoke",
+    "tc/241-capability-calls-in-flight-at-once-both-run",
 ];
 
 fn catalogue() -> PathBuf {
@@ -85,6 +87,42 @@ async fn a_followup_sent_after_a_committed_close_fails_tr4() {
         &report,
         "tr/241-follow-ups-in-flight-at-once-both-run",
     ));
+}
+
+/// The call's answer and the state after fit the order "call, then
+/// revoke"; only the tool server's handler call, seen after the revoke's
+/// answer arrived, shows that it ran after the revoke committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_capability_call_run_after_a_committed_revoke_fails_tc2_in_process_and_over_stdio() {
+    let defect = Defect::CapabilityCallCheckThenAct;
+    let stdio = ProcessLauncher::new(
+        &format!(
+            "{} --defect {defect}",
+            shell_words::quote(&reference_binary().display().to_string())
+        ),
+        ProcessOptions::default(),
+    )
+    .unwrap();
+    let launchers: [Arc<dyn HostLauncher>; 2] = [
+        Arc::new(ReferenceLauncher::with_defect(Some(defect))),
+        Arc::new(stdio),
+    ];
+    for launcher in launchers {
+        let described = launcher.describe();
+        let report = races_against(launcher).await;
+        let id = "tc/240-capability-call-racing-its-revoke";
+        assert_eq!(result(&report, id).verdict, Verdict::Fail, "{described}");
+        assert_eq!(
+            race_failures(&report, id),
+            [InvariantId::TC2],
+            "{described}"
+        );
+        // Its control still passes: calls in flight at once both run.
+        assert_pass(result(
+            &report,
+            "tc/241-capability-calls-in-flight-at-once-both-run",
+        ));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

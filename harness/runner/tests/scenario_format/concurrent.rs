@@ -122,3 +122,61 @@ fn set_on_a_step_of_one_action_is_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn a_raced_capability_call_presents_an_issued_capabilitys_own_secret() {
+    let issue = json!({"issue_capability": {"as": "cap", "task": "t", "agent": "root", "tools": ["x"], "expires_at": 10}});
+    let raced = |call: Value| {
+        let issue = issue.clone();
+        move |v: &mut Value| {
+            v["steps"].as_array_mut().unwrap().push(issue);
+            v["steps"].as_array_mut().unwrap().push(json!({
+                "concurrently": [{"capability_call": call}, {"revoke_capability": {"capability": "cap"}}]
+            }));
+            let needs = v["needs"].as_array_mut().unwrap();
+            needs.push("concurrent-requests".into());
+            needs.push("task-capabilities".into());
+        }
+    };
+    let call = |extra: Value| {
+        let mut c = json!({"capability": "cap", "task": "t", "agent": "root", "tool": "x"});
+        c.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        c
+    };
+    // Positive control: the issued capability's own secret may be raced.
+    parse_edited(raced(call(json!({})))).unwrap();
+    for wrong in [
+        json!({"wrong_secret": true}),
+        json!({"capability": "@unknown"}),
+    ] {
+        let text = err_text(parse_edited(raced(call(wrong.clone()))));
+        assert!(
+            text.contains("concurrently[0].capability_call") && text.contains("revocation"),
+            "{wrong}: {text}"
+        );
+    }
+}
+
+#[test]
+fn a_question_step_needs_the_clarification_questions_capability() {
+    let ask = json!({"ask": {"instance": "root", "question": "which branch?", "as": "q"}});
+    let text = err_text(parse_edited(|v| {
+        v["steps"].as_array_mut().unwrap().push(ask.clone());
+    }));
+    assert!(text.contains("\"clarification-questions\""), "{text}");
+    // Positive control: with the capability named, the step and its answer parse.
+    parse_edited(|v| {
+        v["steps"].as_array_mut().unwrap().push(ask);
+        v["steps"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"answer_question": {"question": "q", "answer": "main"}, "expect": {"questions": {"answered": 1}}}));
+        v["needs"]
+            .as_array_mut()
+            .unwrap()
+            .push("clarification-questions".into());
+    })
+    .unwrap();
+}
