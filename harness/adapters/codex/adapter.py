@@ -1218,9 +1218,16 @@ class Adapter:
                 # the protocol's refusal of a direct call carries the call's own outcome too
                 return {"outcome": "denied", "reason": "instance_terminal", "detail": "codex refused: %s" % message,
                         "tool_call": {"tool": tool, "outcome": "denied", "reason": "instance_terminal"}}
-            # codex passes an MCP server's error on as its own (in this catalogue always the
-            # server's "no tool named X"): codex refused nothing it could name, so the call is
-            # reported dispatched, and that reading of codex's error is marked inferred
+            if CODEX_DISABLED_TOOL in message:
+                # codex's own refusal: the tool is not among those the thread's MCP server
+                # enables (the ceiling's tools, as the adapter configured enabled_tools), so no
+                # handler ran; codex names no reason, so the reason is the adapter's (inferred)
+                return {"outcome": "denied", "reason": "capability_denied", "inferred": ["reason", "tool_call"],
+                        "detail": "codex refused: %s" % message,
+                        "tool_call": {"tool": tool, "outcome": "denied", "reason": "capability_denied"}}
+            # otherwise codex passes an MCP server's error on as its own (the server's "no tool
+            # named X"): codex refused nothing it could name, so the call is reported
+            # dispatched, and that reading of codex's error is marked inferred
             log("codex answered mcpServer/tool/call with an error: %s" % message[:800])
             return {"outcome": "ok", "instance": inst["id"], "inferred": ["tool_call"],
                     "detail": "codex answered mcpServer/tool/call with an error: %s" % message,
@@ -1479,6 +1486,10 @@ def isolated_env(store_dir):
         os.makedirs(path, mode=0o700, exist_ok=True)
         env[var] = path
     return env
+
+
+# codex 0.171.0's words when mcpServer/tool/call names a tool outside the server's enabled_tools.
+CODEX_DISABLED_TOOL = "is disabled for MCP server"
 
 
 def terminal_refusal(message):

@@ -360,6 +360,12 @@ class Mapping(unittest.TestCase):
         refused = self.d.call("instance/tool_call", {"instance": iid, "tool": "refused.tool"})["result"]
         self.assertEqual((refused["outcome"], refused["tool_call"]["outcome"], refused["inferred"]), ("ok", "executed", ["tool_call"]))
         self.assertIn("not enabled", refused["detail"])
+        # codex's own refusal of a tool outside the server's enabled tools (a look-alike of a
+        # sealed name): denied, no handler; the reason's name is the adapter's, so inferred
+        disabled = self.d.call("instance/tool_call", {"instance": iid, "tool": "disabled.tool"})["result"]
+        self.assertEqual((disabled["outcome"], disabled["reason"], disabled["tool_call"]["outcome"]),
+                         ("denied", "capability_denied", "denied"))
+        self.assertEqual(disabled["inferred"], ["reason", "tool_call"])
         # an isError result: codex's answer says it dispatched; nothing inferred
         gone = self.d.call("instance/tool_call", {"instance": iid, "tool": "gone.tool"})["result"]
         self.assertEqual(gone["tool_call"], {"tool": "gone.tool", "outcome": "executed", "result": "unknown tool gone.tool"})

@@ -50,6 +50,9 @@ CAPABILITY = {
     "events": "codex takes no host events from the client (event/deliver)",
     "wait": "app-server has no wait on a thread (wait_agent is a tool of the parent's model)",
     "reviewer": "codex takes no risk scores from the client (review/score)",
+    "clarification-questions": "codex's questions to a person come from its model's own request_user_input tool "
+                               "inside a turn; the adapter has no client-side method that makes a thread ask one "
+                               "(instance/ask), so it does not declare clarification-questions",
     "concurrent-requests": "the codex adapter answers one request at a time (it reads the next request only after "
                            "answering the last, driving codex's app-server turn by turn), so no two actions are in "
                            "flight at once through it; racing them would take an adapter that multiplexes requests "

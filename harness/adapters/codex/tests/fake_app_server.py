@@ -14,7 +14,7 @@ item, then the child's own turn, which outlasts the parent's by FAKE_POKED_TURN_
 child is still in a turn, as codex keeps the input behind it); anything
 else answers with an agentMessage. thread/delete removes the rollout (refused while a fork
 refers to the thread), thread/archive moves it to archived_sessions. mcpServer/tool/call answers "called TOOL" (an error for
-tool "refused.tool", an isError result for "gone.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
+tool "refused.tool", codex's own refusal for "disabled.tool", an isError result for "gone.tool"). Every message it receives is appended to $FAKE_LOG, its pid is
 written to $FAKE_PID, its HOME/TMPDIR/XDG_* to $FAKE_ENV; $FAKE_WIDEN makes it answer a
 workspace-write sandbox with /tmp writable whatever it was asked.
 """
@@ -259,6 +259,9 @@ def handle(method, params, rid):
             raise LookupError("thread not found: %s" % thread)
         if params["tool"] == "refused.tool":
             raise LookupError("tool refused.tool is not enabled for server %s" % params["server"])
+        if params["tool"] == "disabled.tool":
+            # codex 0.171.0's own words for a tool outside the server's enabled_tools
+            raise LookupError("tool 'disabled.tool' is disabled for MCP server '%s'" % params["server"])
         if params["tool"] == "gone.tool":
             return {"content": [{"type": "text", "text": "unknown tool gone.tool"}], "isError": True}
         return {"content": [{"type": "text", "text": "called " + params["tool"]}]}
