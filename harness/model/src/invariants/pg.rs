@@ -42,20 +42,28 @@ impl Checker for Pg1 {
         let armed = &mut self.armed;
         if let Some(call) = tool_call_in(entry) {
             let fault_live = !matches!(armed, None | Some(Some(0)));
-            if fault_live && needed_approval(facts, &self.classes, &call) {
-                if facts.auto_approve {
-                    refused_without_handler(
-                        InvariantId::PG1,
-                        entry,
-                        &call,
-                        "automatic approval could not be committed (store write armed to fail)",
-                        out,
-                    );
-                }
-                // A request for a person is written too, so it uses up a firing as well.
-                if let Some(Some(n)) = armed {
-                    *n -= 1;
-                }
+            let needed = needed_approval(facts, &self.classes, &call);
+            if fault_live && needed && facts.auto_approve {
+                refused_without_handler(
+                    InvariantId::PG1,
+                    entry,
+                    &call,
+                    "automatic approval could not be committed (store write armed to fail)",
+                    out,
+                );
+            }
+            // A request for a person is written too, so it uses up a firing
+            // as well; and a call refused because that write failed used one
+            // up, even when no approval has shown the tool's class yet
+            // (fuzzing found the checker still counting the fault armed).
+            let write_failed = action_of(entry)
+                .and_then(|(_, result)| result)
+                .is_some_and(|result| result.reason == Some(DenyReason::StoreWriteFailed));
+            if fault_live
+                && (needed || write_failed)
+                && let Some(Some(n)) = armed
+            {
+                *n -= 1;
             }
         }
         // A person's answer whose decision could not be written used up a

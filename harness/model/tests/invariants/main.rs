@@ -1219,6 +1219,37 @@ fn a_failed_answer_uses_up_an_armed_decision_write_failure() {
     assert_eq!(check(InvariantId::PG1, &history(false)).len(), 1);
 }
 
+/// A call refused because its approval write failed uses up the armed
+/// firing even when no approval has shown the tool's class yet, so the call
+/// a person allows after it may run (fuzzing found PG1 still counting the
+/// fault armed); without that refusal the firing is unspent and it may not.
+#[test]
+fn a_call_refused_for_a_failed_approval_write_uses_up_the_armed_firing() {
+    let history = |refused_first: bool| {
+        let mut h = auto_approval_with_one_decision_write_failure();
+        if refused_first {
+            h = h.act(
+                tool_call("root", "fs.write"),
+                tool_result(
+                    ToolCallOutcome::Denied,
+                    Some(DenyReason::StoreWriteFailed),
+                    None,
+                ),
+            );
+        }
+        h.act(
+            tool_call("root", "fs.write"),
+            tool_result(ToolCallOutcome::Executed, None, Some("a1")),
+        )
+        .handler_calls(&["fs.write"])
+        .build()
+    };
+    assert_eq!(check(InvariantId::PG1, &history(true)), vec![]);
+    let unspent = check(InvariantId::PG1, &history(false));
+    assert_eq!(unspent.len(), 1, "{unspent:#?}");
+    assert!(unspent[0].message.contains("could not be committed"));
+}
+
 /// A call id is scoped to the capability presented: the same id through
 /// another capability is a new call whose handler runs (fuzzing found TC5
 /// flagging it while the model and the reference host key outcomes by
