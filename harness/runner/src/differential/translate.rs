@@ -414,7 +414,13 @@ impl Translator {
                 let Some(def) = self.driver.world.tools.get(tool) else {
                     return Ok(());
                 };
-                let definition: DefinitionText = def.raw.clone().into();
+                // As the server serves it: the bytes a `RewriteTool` chose,
+                // or the value as serde_json writes it.
+                let definition: DefinitionText = match self.driver.written_definition(tool) {
+                    Some(text) => DefinitionText::parse(text)
+                        .map_err(|e| format!("the written form of `{tool}` does not parse: {e}"))?,
+                    None => def.raw.clone().into(),
+                };
                 if self.served.insert(tool.clone()) {
                     // Served again: added, then redefined in place, because the
                     // runner records only a redefinition as a change of the
