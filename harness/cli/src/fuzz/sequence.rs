@@ -76,6 +76,7 @@ pub fn op() -> BoxedStrategy<Op> {
         3 => (u(), u(), u()).prop_map(|(parent, tool, role)| Op::DriftDelegate { parent, tool, role }),
         4 => (u(), u(), u()).prop_map(|(instance, tool, form)| Op::RewriteTool { instance, tool, form }),
         4 => (u(), u(), u()).prop_map(|(parent, root, name)| Op::WrittenDelegate { parent, root, name }),
+        3 => (u(), u(), u()).prop_map(|(what, instance, count)| Op::Race { what, instance, count }),
     ]
     .boxed()
 }
@@ -460,6 +461,8 @@ mod tests {
             "authorizer_denied",
             "authorizer_replay",
             "event_replayed",
+            "receipt_missing",
+            "unsupported_target",
         ] {
             assert!(
                 reach.deny_reasons.contains_key(reason),

@@ -37,6 +37,8 @@ pub struct Driver {
     written: std::collections::BTreeMap<String, String>,
     /// The tool a `DriftDelegate` or `RewriteTool` picked in its first part.
     picked_tool: Option<String>,
+    /// The last part applied was a race: its actions were sent at once.
+    raced: bool,
     /// `Authorizer { allow: true }` allows with a receipt bound to each
     /// request (children admitted), as the harness's real authorizer does;
     /// off, its receipt is bound to nothing and every child is refused (the
@@ -116,6 +118,7 @@ impl Driver {
             replay_deferred: false,
             written: Default::default(),
             picked_tool: None,
+            raced: false,
             bound_allows: true,
         }
     }
@@ -307,6 +310,30 @@ impl Driver {
         tools
     }
 
+    /// Whether the part just applied was a race (and forgets it): its
+    /// actions are one `concurrently` step in a scenario.
+    pub fn take_raced(&mut self) -> bool {
+        std::mem::take(&mut self.raced)
+    }
+
+    /// A race is sent only where the linearizability rules decide every
+    /// order of it: they leave out armed faults (which of the racers meets
+    /// one is the host's choice) and the external authorizer.
+    fn can_race(&self) -> bool {
+        !self.authorizer_on && self.world.state.faults.is_empty()
+    }
+
+    /// Applies `actions` as one race: one at a time in the model, in the
+    /// order written (one the rules allow). A child a raced consume admits
+    /// is not handed out to later operations: a concurrent step binds no
+    /// alias, so a scenario could not name it.
+    fn race(&mut self, actions: Vec<Action>) {
+        self.raced = true;
+        for action in actions {
+            self.world.apply(&action);
+        }
+    }
+
     /// An instance other than `id`, or one never issued.
     fn other_instance(&self, id: &str) -> String {
         self.instances
@@ -438,6 +465,19 @@ impl Driver {
                     self.consume_prepared();
                     false
                 }
+                ReceiptThen::ConsumeNeverIssued => {
+                    if let Some((mut receipt, request, parent)) =
+                        self.last_prepared.map(|i| self.receipts[i].clone())
+                    {
+                        receipt["id"] = json!(NEVER_ISSUED_RECEIPT);
+                        self.act(Action::ConsumeReceipt {
+                            receipt,
+                            parent,
+                            request,
+                        });
+                    }
+                    false
+                }
             },
             (Op::ReceiptUse { .. }, _) => {
                 self.consume_prepared();
@@ -562,6 +602,68 @@ impl Driver {
                 });
                 false
             }
+            (Op::Race { what, instance, .. }, 0) if what % 2 == 0 => {
+                let before = self.receipts.len();
+                self.act(Action::PrepareReceipt {
+                    parent: self.instance(*instance),
+                    call_id: "call".into(),
+                    request: spawn_request(Some(0), None, 0),
+                    ttl_ms: None,
+                });
+                self.last_prepared = (self.receipts.len() > before).then_some(before);
+                true
+            }
+            (Op::Race { what, count, .. }, _) if what % 2 == 0 => {
+                if let Some(i) = self.last_prepared
+                    && self.can_race()
+                {
+                    let (receipt, request, parent) = self.receipts[i].clone();
+                    let consume = Action::ConsumeReceipt {
+                        receipt,
+                        parent,
+                        request,
+                    };
+                    self.race(vec![consume; 2 + *count as usize % 3]);
+                }
+                false
+            }
+            (
+                Op::Race {
+                    instance, count, ..
+                },
+                _,
+            ) => {
+                let live: Vec<String> = self
+                    .instances
+                    .iter()
+                    .filter(|id| {
+                        self.world
+                            .state
+                            .instances
+                            .get(*id)
+                            .is_some_and(|i| !i.state.is_terminal())
+                    })
+                    .cloned()
+                    .collect();
+                if let Some(target) = pick(&live, *instance)
+                    && self.can_race()
+                {
+                    // A plain input: a marker would spawn or call, which
+                    // the race rules do not decide.
+                    let turn = Action::Turn {
+                        instance: target.clone(),
+                        input: "hello".into(),
+                    };
+                    let mut actions = vec![turn; 1 + *count as usize % 3];
+                    actions.push(if count / 3 % 2 == 0 {
+                        Action::Close { instance: target }
+                    } else {
+                        Action::Cancel { instance: target }
+                    });
+                    self.race(actions);
+                }
+                false
+            }
             (
                 Op::GrantCall {
                     instance,
@@ -626,7 +728,8 @@ impl Driver {
             | Op::ReceiptUse { .. }
             | Op::CapabilityUse { .. }
             | Op::DriftDelegate { .. }
-            | Op::RewriteTool { .. } => {}
+            | Op::RewriteTool { .. }
+            | Op::Race { .. } => {}
             Op::WrittenDelegate { parent, root, name } => self.act(Action::Delegate {
                 parent: self.instance(*parent),
                 request: written_request(*root, *name),

@@ -168,10 +168,11 @@ pub enum Op {
         second: u8,
     },
     /// A receipt's life in one operation: `parent` prepares a receipt, then
-    /// by `then % 6` (see [`ReceiptThen`]) it is consumed twice; one of the
+    /// by `then % 7` (see [`ReceiptThen`]) it is consumed twice; one of the
     /// tools it seals (`tool`) is redefined before it is consumed; the clock
     /// is set one millisecond before, at or after its expiry before it is
-    /// consumed; or it is consumed once. Apart, a preparation, a consumption
+    /// consumed; it is consumed once; or it is presented with an id
+    /// nobody issued. Apart, a preparation, a consumption
     /// and a redefinition or a deadline rarely meet on the same receipt.
     ReceiptUse {
         parent: u8,
@@ -213,13 +214,27 @@ pub enum Op {
     },
     /// A delegation from `parent` whose request is written with byte-level
     /// boundary values, sent as written: a writable root of
-    /// [`WRITTEN_ROOTS`] (`root % 8` beyond them: the parent's sandbox) and
-    /// `probe.read` named as one of [`WRITTEN_NAMES`] (`name % 8` beyond
-    /// them: the parent's tools).
+    /// [`WRITTEN_ROOTS`] (`root % 8` beyond them: the parent's sandbox, and
+    /// for 7 a target other than a local child, which no host here
+    /// supports) and `probe.read` named as one of [`WRITTEN_NAMES`]
+    /// (`name % 8` beyond them: the parent's tools).
     WrittenDelegate {
         parent: u8,
         root: u8,
         name: u8,
+    },
+    /// Two to four actions sent to the host at once, judged by
+    /// linearizability ([`crate::linearizability`]) as a scenario's
+    /// `concurrently` step is. By `what % 2`: `instance` prepares a receipt
+    /// that is then consumed `2 + count % 3` times at once (RC1), or
+    /// `1 + count % 3` follow-up turns of a live instance (picked by
+    /// `instance`) race its close or cancel (TR4). Only where the rules
+    /// decide every order: no fault armed and no external authorizer
+    /// (which the rules leave out), else nothing is sent.
+    Race {
+        what: u8,
+        instance: u8,
+        count: u8,
     },
 }
 
@@ -235,15 +250,22 @@ pub enum ReceiptThen {
     AtExpiry { offset: u8 },
     /// Consumed once, plainly: the external authorizer's path (EA1).
     Consume,
+    /// Consumed with its id replaced by one never issued
+    /// ([`NEVER_ISSUED_RECEIPT`], a scenario's `@unknown`): RC4's missing receipt.
+    ConsumeNeverIssued,
 }
+
+/// The id a `ReceiptUse` presents for a receipt nobody issued.
+pub const NEVER_ISSUED_RECEIPT: &str = "rcpt-never-issued";
 
 impl ReceiptThen {
     pub fn of(then: u8) -> ReceiptThen {
-        match then % 6 {
+        match then % 7 {
             0 => ReceiptThen::ConsumeTwice,
             1 => ReceiptThen::RedefineSealed,
             n @ 2..=4 => ReceiptThen::AtExpiry { offset: n - 2 },
-            _ => ReceiptThen::Consume,
+            5 => ReceiptThen::Consume,
+            _ => ReceiptThen::ConsumeNeverIssued,
         }
     }
 }
@@ -319,6 +341,7 @@ impl Op {
             Op::DriftDelegate { .. } => "drift_delegate",
             Op::RewriteTool { .. } => "rewrite_tool",
             Op::WrittenDelegate { .. } => "written_delegate",
+            Op::Race { .. } => "race",
         }
     }
 
@@ -357,6 +380,7 @@ impl Op {
         "drift_delegate",
         "rewrite_tool",
         "written_delegate",
+        "race",
     ];
 }
 
@@ -416,7 +440,7 @@ pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
 }
 
 /// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
-pub(super) const OP_VARIANTS: u64 = 33;
+pub(super) const OP_VARIANTS: u64 = 34;
 
 /// Longest sequence one fuzz input is decoded into. Checking every invariant
 /// over the whole history after every step costs quadratic time; 48 steps
@@ -440,9 +464,13 @@ pub fn probe_tool(name: &str, class: &str) -> Value {
 
 /// The request of a `WrittenDelegate`: the role without a default, a
 /// written root (or the parent's sandbox) and `probe.read` named as one of
-/// [`WRITTEN_NAMES`] (or the parent's tools).
+/// [`WRITTEN_NAMES`] (or the parent's tools); `root % 8 == 7` asks for a
+/// remote target.
 pub(super) fn written_request(root: u8, name: u8) -> SpawnRequest {
     let mut request = spawn_request(None, None, 0);
+    if root % 8 == 7 {
+        request.target = Some("ssh://build-host".into());
+    }
     request.authority.sandbox =
         WRITTEN_ROOTS
             .get(root as usize % 8)
@@ -695,6 +723,11 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
                 form,
             } => (31, vec![*instance, *tool, *form]),
             Op::WrittenDelegate { parent, root, name } => (32, vec![*parent, *root, *name]),
+            Op::Race {
+                what,
+                instance,
+                count,
+            } => (33, vec![*what, *instance, *count]),
         };
         // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
         // little-endian u32 tag; the smallest tag mapping to `index` is exact.

@@ -883,10 +883,10 @@ fn written_roots_and_names_are_judged_after_normalising_roots_only() {
             None,
             Some(DenyReason::CeilingExceeded),
             None,
-            None,
+            Some(DenyReason::UnsupportedTarget),
         ]
     );
-    let names: Vec<_> = (0..8).map(|name| delegate(7, name)).collect();
+    let names: Vec<_> = (0..8).map(|name| delegate(6, name)).collect();
     assert_eq!(names[0], None);
     assert_eq!(names[7], None);
     assert!(
@@ -894,5 +894,83 @@ fn written_roots_and_names_are_judged_after_normalising_roots_only() {
             .iter()
             .all(|r| *r == Some(DenyReason::ProjectionMissing)),
         "{names:?}"
+    );
+}
+
+/// A race is applied one action at a time in the model and flagged for
+/// the translation; a child a raced consume admits is not handed out to
+/// later operations (a concurrent step binds no alias); under the external
+/// authorizer nothing is raced.
+#[test]
+fn a_race_is_flagged_and_one_consume_wins() {
+    let mut d = Driver::new();
+    d.step(&Op::Start {
+        sandbox: 1,
+        policy: 2,
+        tools: 7,
+    });
+    let race = Op::Race {
+        what: 0,
+        instance: 0,
+        count: 1,
+    };
+    d.apply_stage(&race, 0);
+    assert!(!d.take_raced(), "the preparation is no race");
+    let from = d.world.history.len();
+    d.apply_stage(&race, 1);
+    assert!(d.take_raced());
+    let reasons: Vec<_> = d.world.history[from..]
+        .iter()
+        .filter_map(|e| match &e.kind {
+            StepKind::Action { result: Ok(r), .. } => Some(r.reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            None,
+            Some(DenyReason::ReceiptConsumed),
+            Some(DenyReason::ReceiptConsumed)
+        ]
+    );
+    assert_eq!(d.world.state.instances.len(), 2);
+    assert_eq!(d.instances.len(), 1, "the child is not handed out");
+    d.step(&Op::Authorizer { mode: 0 });
+    let (_, answers) = effects(
+        &mut d,
+        &Op::Race {
+            what: 1,
+            instance: 0,
+            count: 0,
+        },
+    );
+    assert!(answers.is_empty(), "{answers:?}");
+}
+
+/// A receipt presented with an id nobody issued is refused as missing.
+#[test]
+fn a_receipt_never_issued_is_missing() {
+    let mut d = Driver::new();
+    d.step(&Op::Start {
+        sandbox: 1,
+        policy: 2,
+        tools: 7,
+    });
+    let (_, answers) = effects(
+        &mut d,
+        &Op::ReceiptUse {
+            parent: 0,
+            then: 6,
+            tool: 0,
+        },
+    );
+    let reasons: Vec<_> = answers.iter().map(|(m, r)| (*m, r.reason)).collect();
+    assert_eq!(
+        reasons,
+        [
+            ("receipt/prepare", None),
+            ("receipt/consume", Some(DenyReason::ReceiptMissing))
+        ]
     );
 }
