@@ -120,9 +120,10 @@ fn followup_after_close_is_found() {
 
 #[test]
 fn tools_bound_by_name_is_found() {
-    // Seed 7's first 60 cases of up to 24 operations miss it since the
-    // receipt and capability composites; 11 of seeds 1 to 12 find it.
-    mutant_is_found_shrunk_and_replayed(Defect::ToolsBoundByName, "4");
+    // Which seeds' first 60 cases of up to 24 operations meet it moves
+    // with the generator: with the race and byte-level operations every
+    // seed from 1 to 8 but 4 does.
+    mutant_is_found_shrunk_and_replayed(Defect::ToolsBoundByName, "1");
 }
 
 #[test]

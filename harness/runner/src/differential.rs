@@ -5,6 +5,8 @@
 //! so the translation, the single-case runner and the parser checks build
 //! and are tested on stable.
 
+#[cfg(test)]
+mod boundary_tests;
 pub mod reach;
 pub mod scenario;
 pub mod summary;

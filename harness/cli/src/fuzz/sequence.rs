@@ -28,7 +28,11 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 /// approval path, an exact-call grant, a receipt's and a capability's life
 /// and a drifted delegation in the order they matter in, which separate
 /// operations rarely meet (a consumption of the receipt just prepared, at
-/// its expiry instant; a retry of the call just made). The order
+/// its expiry instant; a retry of the call just made). `RewriteTool` and
+/// `WrittenDelegate` carry the byte-level boundary values: a sealed tool
+/// served as the same definition written otherwise, then called; requested
+/// roots and tool names that a textual or normalising comparison gets
+/// wrong. The order
 /// matters for shrinking: a union simplifies towards its earlier alternatives.
 pub fn op() -> BoxedStrategy<Op> {
     let b = any::<bool>;
@@ -70,6 +74,9 @@ pub fn op() -> BoxedStrategy<Op> {
         6 => (u(), u(), u()).prop_map(|(parent, then, tool)| Op::ReceiptUse { parent, then, tool }),
         6 => (u(), u(), u(), u()).prop_map(|(agent, task, tools, then)| Op::CapabilityUse { agent, task, tools, then }),
         3 => (u(), u(), u()).prop_map(|(parent, tool, role)| Op::DriftDelegate { parent, tool, role }),
+        4 => (u(), u(), u()).prop_map(|(instance, tool, form)| Op::RewriteTool { instance, tool, form }),
+        4 => (u(), u(), u()).prop_map(|(parent, root, name)| Op::WrittenDelegate { parent, root, name }),
+        3 => (u(), u(), u()).prop_map(|(what, instance, count)| Op::Race { what, instance, count }),
     ]
     .boxed()
 }
@@ -133,7 +140,10 @@ impl Generator {
     /// cases; in the others starts and delegations (they build the instances
     /// everything else acts on) and each other kind with even odds.
     fn swarm(&mut self) -> [bool; Op::KINDS.len()] {
-        let (whole, coins) = (any::<bool>(), proptest::array::uniform32(any::<bool>()))
+        let (whole, coins) = (
+            any::<bool>(),
+            proptest::collection::vec(any::<bool>(), Op::KINDS.len()),
+        )
             .new_tree(&mut self.runner)
             .expect("bools always generate")
             .current();
@@ -451,6 +461,8 @@ mod tests {
             "authorizer_denied",
             "authorizer_replay",
             "event_replayed",
+            "receipt_missing",
+            "unsupported_target",
         ] {
             assert!(
                 reach.deny_reasons.contains_key(reason),

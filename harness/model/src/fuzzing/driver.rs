@@ -3,9 +3,10 @@
 use serde_json::{Value, json};
 
 use super::ops::*;
+use super::written::*;
 use crate::invariants::{self, Violation};
 use crate::state::AuthorizerAnswer;
-use crate::world::{SimChange, SimReply, World, sample_tool};
+use crate::world::{SimChange, SimReply, World};
 use crate::*;
 
 /// The world plus what it has handed out so far, to resolve indexes.
@@ -31,6 +32,13 @@ pub struct Driver {
     /// A replay was asked for before any receipt was spent: the authorizer
     /// allows until one is, then replays it (see [`Driver::take_deferred_replay`]).
     replay_deferred: bool,
+    /// Tools the server serves written otherwise than their canonical
+    /// text (`RewriteTool`), by name: the translation serves those bytes.
+    written: std::collections::BTreeMap<String, String>,
+    /// The tool a `DriftDelegate` or `RewriteTool` picked in its first part.
+    picked_tool: Option<String>,
+    /// The last part applied was a race: its actions were sent at once.
+    raced: bool,
     /// `Authorizer { allow: true }` allows with a receipt bound to each
     /// request (children admitted), as the harness's real authorizer does;
     /// off, its receipt is bound to nothing and every child is refused (the
@@ -40,7 +48,7 @@ pub struct Driver {
 
 /// The definition a changed tool is served with: another class and description.
 fn changed_tool(name: &str) -> Value {
-    let mut def = sample_tool(name, "mcp");
+    let mut def = probe_tool(name, "mcp");
     def["description"] = json!(format!("{name}, changed"));
     def
 }
@@ -71,9 +79,9 @@ impl Driver {
             std::sync::OnceLock::new();
         let probe_tools = PROBE_TOOLS.get_or_init(|| {
             let definitions = vec![
-                sample_tool("probe.read", "read"),
-                sample_tool("probe.write", "file-write"),
-                sample_tool("probe.spawn", "mcp"),
+                probe_tool("probe.read", "read"),
+                probe_tool("probe.write", "file-write"),
+                probe_tool("probe.spawn", "mcp"),
             ];
             World::new(definitions, vec![]).tools
         });
@@ -108,6 +116,9 @@ impl Driver {
             authorizer: None,
             authorizer_on,
             replay_deferred: false,
+            written: Default::default(),
+            picked_tool: None,
+            raced: false,
             bound_allows: true,
         }
     }
@@ -267,11 +278,60 @@ impl Driver {
 
     /// Redefines `name` without announcing it: another class and description.
     fn redefine(&mut self, name: &str) {
+        self.written.remove(name);
         self.world.change(SimChange::ChangeTool {
             name: name.into(),
             definition: changed_tool(name),
             announce: false,
         })
+    }
+
+    /// The text the tool server serves for `tool` when it is not the
+    /// definition's canonical text (after a `RewriteTool`): the same value,
+    /// other bytes.
+    pub fn written_definition(&self, tool: &str) -> Option<&str> {
+        self.written.get(tool).map(String::as_str)
+    }
+
+    /// The tools instance `id` sealed that the server still serves, the
+    /// read probe last: a drifted tool the read-probe role would drop comes first.
+    fn sealed_served(&self, id: &str) -> Vec<String> {
+        let Some(instance) = self.world.state.instances.get(id) else {
+            return vec![];
+        };
+        let mut tools: Vec<String> = instance
+            .ceiling
+            .tools
+            .keys()
+            .filter(|t| self.world.tools.contains_key(*t))
+            .cloned()
+            .collect();
+        tools.sort_by_key(|t| t == "probe.read");
+        tools
+    }
+
+    /// Whether the part just applied was a race (and forgets it): its
+    /// actions are one `concurrently` step in a scenario.
+    pub fn take_raced(&mut self) -> bool {
+        std::mem::take(&mut self.raced)
+    }
+
+    /// A race is sent only where the linearizability rules decide every
+    /// order of it: they leave out armed faults (which of the racers meets
+    /// one is the host's choice) and the external authorizer.
+    fn can_race(&self) -> bool {
+        !self.authorizer_on && self.world.state.faults.is_empty()
+    }
+
+    /// Applies `actions` as one race: one at a time in the model, in the
+    /// order written (one the rules allow). A child a raced consume admits
+    /// is not handed out to later operations: a concurrent step binds no
+    /// alias, so a scenario could not name it.
+    fn race(&mut self, actions: Vec<Action>) {
+        self.raced = true;
+        for action in actions {
+            self.world.apply(&action);
+        }
     }
 
     /// An instance other than `id`, or one never issued.
@@ -405,6 +465,19 @@ impl Driver {
                     self.consume_prepared();
                     false
                 }
+                ReceiptThen::ConsumeNeverIssued => {
+                    if let Some((mut receipt, request, parent)) =
+                        self.last_prepared.map(|i| self.receipts[i].clone())
+                    {
+                        receipt["id"] = json!(NEVER_ISSUED_RECEIPT);
+                        self.act(Action::ConsumeReceipt {
+                            receipt,
+                            parent,
+                            request,
+                        });
+                    }
+                    false
+                }
             },
             (Op::ReceiptUse { .. }, _) => {
                 self.consume_prepared();
@@ -460,15 +533,135 @@ impl Driver {
                     }
                 }
             }
-            (Op::DriftDelegate { tool, .. }, 0) => {
-                self.redefine(TOOLS[*tool as usize % 3]);
+            (Op::DriftDelegate { parent, tool, .. }, 0) => {
+                // A tool the parent sealed other than the read probe, which
+                // the read-probe role's default drops; the read probe only
+                // when the parent sealed nothing else.
+                let sealed = self.sealed_served(&self.instance(*parent));
+                let droppable: Vec<String> = sealed
+                    .iter()
+                    .filter(|t| *t != "probe.read")
+                    .cloned()
+                    .collect();
+                let name = pick(&droppable, *tool)
+                    .or_else(|| pick(&sealed, *tool))
+                    .unwrap_or_else(|| TOOLS[*tool as usize % 3].to_string());
+                self.redefine(&name);
                 true
             }
             (Op::DriftDelegate { parent, role, .. }, _) => {
-                self.act(Action::Delegate {
-                    parent: self.instance(*parent),
-                    request: spawn_request(None, Some(7), *role),
+                let parent = self.instance(*parent);
+                // Every tool the parent sealed (the drifted one among them), so
+                // that nothing but the drift can refuse it; all three probes
+                // when the parent is unknown.
+                let mut tools = self
+                    .world
+                    .state
+                    .instances
+                    .get(&parent)
+                    .map(|p| p.ceiling.tools.keys().cloned().collect::<Vec<_>>())
+                    .unwrap_or_else(|| tool_subset(7));
+                tools.sort();
+                let mut request = spawn_request(None, None, drift_role(*role));
+                request.authority.tools = Some(tools);
+                self.act(Action::Delegate { parent, request });
+                false
+            }
+            (
+                Op::RewriteTool {
+                    instance,
+                    tool,
+                    form,
+                },
+                0,
+            ) => {
+                let sealed = self.sealed_served(&self.instance(*instance));
+                let name = pick(&sealed, *tool).unwrap_or_else(|| TOOLS[*tool as usize % 3].into());
+                self.picked_tool = Some(name.clone());
+                let Some(current) = self.world.tools.get(&name) else {
+                    // Not served: nothing to write otherwise.
+                    return true;
+                };
+                let text = written_form(&current.raw, *form);
+                let definition =
+                    crate::digest::parse_strict(&text).expect("a written form parses strictly");
+                self.written.insert(name.clone(), text);
+                self.world.change(SimChange::ChangeTool {
+                    name,
+                    definition,
+                    announce: false,
                 });
+                true
+            }
+            (Op::RewriteTool { instance, .. }, _) => {
+                let tool = self.picked_tool.take().unwrap_or_else(|| TOOLS[0].into());
+                self.act(Action::ToolCall {
+                    instance: self.instance(*instance),
+                    tool,
+                    arguments: arguments(1),
+                });
+                false
+            }
+            (Op::Race { what, instance, .. }, 0) if what % 2 == 0 => {
+                let before = self.receipts.len();
+                self.act(Action::PrepareReceipt {
+                    parent: self.instance(*instance),
+                    call_id: "call".into(),
+                    request: spawn_request(Some(0), None, 0),
+                    ttl_ms: None,
+                });
+                self.last_prepared = (self.receipts.len() > before).then_some(before);
+                true
+            }
+            (Op::Race { what, count, .. }, _) if what % 2 == 0 => {
+                if let Some(i) = self.last_prepared
+                    && self.can_race()
+                {
+                    let (receipt, request, parent) = self.receipts[i].clone();
+                    let consume = Action::ConsumeReceipt {
+                        receipt,
+                        parent,
+                        request,
+                    };
+                    self.race(vec![consume; 2 + *count as usize % 3]);
+                }
+                false
+            }
+            (
+                Op::Race {
+                    instance, count, ..
+                },
+                _,
+            ) => {
+                let live: Vec<String> = self
+                    .instances
+                    .iter()
+                    .filter(|id| {
+                        self.world
+                            .state
+                            .instances
+                            .get(*id)
+                            .is_some_and(|i| !i.state.is_terminal())
+                    })
+                    .cloned()
+                    .collect();
+                if let Some(target) = pick(&live, *instance)
+                    && self.can_race()
+                {
+                    // A plain input: a marker would spawn or call, which
+                    // the race rules do not decide.
+                    let turn = Action::Turn {
+                        instance: target.clone(),
+                        input: "hello".into(),
+                    };
+                    let mut actions = vec![turn; 1 + *count as usize % 3];
+                    actions.push(if count / 3 % 2 == 0 {
+                        Action::Close { instance: target }
+                    } else {
+                        Action::Cancel { instance: target }
+                    });
+                    self.race(actions);
+                }
                 false
             }
             (
@@ -534,7 +727,13 @@ impl Driver {
             | Op::GrantCall { .. }
             | Op::ReceiptUse { .. }
             | Op::CapabilityUse { .. }
-            | Op::DriftDelegate { .. } => {}
+            | Op::DriftDelegate { .. }
+            | Op::RewriteTool { .. }
+            | Op::Race { .. } => {}
+            Op::WrittenDelegate { parent, root, name } => self.act(Action::Delegate {
+                parent: self.instance(*parent),
+                request: written_request(*root, *name),
+            }),
             Op::ModelLifecycle {
                 instance,
                 target,
@@ -679,16 +878,21 @@ impl Driver {
             Op::Restart => self.world.restart(),
             Op::ChangeTool { tool, announce } => {
                 let name = TOOLS[*tool as usize % 3];
+                self.written.remove(name);
                 self.world.change(SimChange::ChangeTool {
                     name: name.into(),
                     definition: changed_tool(name),
                     announce: *announce,
                 })
             }
-            Op::RemoveTool { tool, announce } => self.world.change(SimChange::RemoveTool {
-                name: TOOLS[*tool as usize % 3].into(),
-                announce: *announce,
-            }),
+            Op::RemoveTool { tool, announce } => {
+                let name = TOOLS[*tool as usize % 3];
+                self.written.remove(name);
+                self.world.change(SimChange::RemoveTool {
+                    name: name.into(),
+                    announce: *announce,
+                })
+            }
             Op::Authorizer { mode } => {
                 if !self.authorizer_on {
                     self.authorizer_on = true;

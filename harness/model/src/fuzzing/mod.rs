@@ -13,8 +13,10 @@ mod ops;
 mod targets;
 #[cfg(test)]
 mod tests;
+mod written;
 
 pub use corpus::*;
 pub use driver::*;
 pub use ops::*;
 pub use targets::*;
+pub use written::*;

@@ -3,6 +3,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use serde_json::Value;
 
+use super::written::*;
 use crate::*;
 
 /// One operation with its references left as indexes.
@@ -167,10 +168,11 @@ pub enum Op {
         second: u8,
     },
     /// A receipt's life in one operation: `parent` prepares a receipt, then
-    /// by `then % 6` (see [`ReceiptThen`]) it is consumed twice; one of the
+    /// by `then % 7` (see [`ReceiptThen`]) it is consumed twice; one of the
     /// tools it seals (`tool`) is redefined before it is consumed; the clock
     /// is set one millisecond before, at or after its expiry before it is
-    /// consumed; or it is consumed once. Apart, a preparation, a consumption
+    /// consumed; it is consumed once; or it is presented with an id
+    /// nobody issued. Apart, a preparation, a consumption
     /// and a redefinition or a deadline rarely meet on the same receipt.
     ReceiptUse {
         parent: u8,
@@ -189,14 +191,50 @@ pub enum Op {
         tools: u8,
         then: u8,
     },
-    /// A tool redefined silently (`tool`), then a delegation from `parent`
-    /// whose request names every probe tool, with the role of `role`: the
-    /// drift check must look at what the request names, not at what the
-    /// child's role default leaves it.
+    /// A tool the parent sealed redefined silently (by `tool`, among its
+    /// sealed tools other than the read probe), then a delegation from
+    /// `parent` whose request names every tool the parent sealed, mostly
+    /// with the role whose default keeps only the read probe (see
+    /// [`drift_role`]): the drift check must look at what the request
+    /// names, not at what the child's role default leaves it.
     DriftDelegate {
         parent: u8,
         tool: u8,
         role: u8,
+    },
+    /// The tool server serves a tool `instance` sealed (by `tool`) as the
+    /// same definition written another way ([`written_form`] by `form`:
+    /// key order, escapes, `10.0` or `1e1`), without announcing it; then
+    /// `instance` calls it. Under RFC 8785 nothing changed: the call is no
+    /// drift, and a seal taken after it is the canonical digest.
+    RewriteTool {
+        instance: u8,
+        tool: u8,
+        form: u8,
+    },
+    /// A delegation from `parent` whose request is written with byte-level
+    /// boundary values, sent as written: a writable root of
+    /// [`WRITTEN_ROOTS`] (`root % 8` beyond them: the parent's sandbox, and
+    /// for 7 a target other than a local child, which no host here
+    /// supports) and `probe.read` named as one of [`WRITTEN_NAMES`]
+    /// (`name % 8` beyond them: the parent's tools).
+    WrittenDelegate {
+        parent: u8,
+        root: u8,
+        name: u8,
+    },
+    /// Two to four actions sent to the host at once, judged by
+    /// linearizability ([`crate::linearizability`]) as a scenario's
+    /// `concurrently` step is. By `what % 2`: `instance` prepares a receipt
+    /// that is then consumed `2 + count % 3` times at once (RC1), or
+    /// `1 + count % 3` follow-up turns of a live instance (picked by
+    /// `instance`) race its close or cancel (TR4). Only where the rules
+    /// decide every order: no fault armed and no external authorizer
+    /// (which the rules leave out), else nothing is sent.
+    Race {
+        what: u8,
+        instance: u8,
+        count: u8,
     },
 }
 
@@ -212,15 +250,22 @@ pub enum ReceiptThen {
     AtExpiry { offset: u8 },
     /// Consumed once, plainly: the external authorizer's path (EA1).
     Consume,
+    /// Consumed with its id replaced by one never issued
+    /// ([`NEVER_ISSUED_RECEIPT`], a scenario's `@unknown`): RC4's missing receipt.
+    ConsumeNeverIssued,
 }
+
+/// The id a `ReceiptUse` presents for a receipt nobody issued.
+pub const NEVER_ISSUED_RECEIPT: &str = "rcpt-never-issued";
 
 impl ReceiptThen {
     pub fn of(then: u8) -> ReceiptThen {
-        match then % 6 {
+        match then % 7 {
             0 => ReceiptThen::ConsumeTwice,
             1 => ReceiptThen::RedefineSealed,
             n @ 2..=4 => ReceiptThen::AtExpiry { offset: n - 2 },
-            _ => ReceiptThen::Consume,
+            5 => ReceiptThen::Consume,
+            _ => ReceiptThen::ConsumeNeverIssued,
         }
     }
 }
@@ -294,6 +339,9 @@ impl Op {
             Op::ReceiptUse { .. } => "receipt_use",
             Op::CapabilityUse { .. } => "capability_use",
             Op::DriftDelegate { .. } => "drift_delegate",
+            Op::RewriteTool { .. } => "rewrite_tool",
+            Op::WrittenDelegate { .. } => "written_delegate",
+            Op::Race { .. } => "race",
         }
     }
 
@@ -330,6 +378,9 @@ impl Op {
         "receipt_use",
         "capability_use",
         "drift_delegate",
+        "rewrite_tool",
+        "written_delegate",
+        "race",
     ];
 }
 
@@ -362,6 +413,13 @@ pub const CAPABILITY_LIFETIMES: [Millis; 4] = [0, 1, 1_000, 60_000];
 /// configured NFC name), which has no default.
 pub const ROLES: [&str; 4] = ["worker", "reviewer", "r\u{e9}viewer", "re\u{301}viewer"];
 
+/// The role of a `DriftDelegate`: three times in four the one whose
+/// default keeps only the read probe (so a drifted tool the request names
+/// is one the role default drops), else one of [`ROLES`].
+pub fn drift_role(role: u8) -> u8 {
+    if role % 4 == 3 { role / 4 } else { 2 }
+}
+
 /// The role defaults every fuzzed host is configured with (CE3).
 pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
     let read_only = AuthorityRequest {
@@ -382,7 +440,7 @@ pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
 }
 
 /// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
-pub(super) const OP_VARIANTS: u64 = 31;
+pub(super) const OP_VARIANTS: u64 = 34;
 
 /// Longest sequence one fuzz input is decoded into. Checking every invariant
 /// over the whole history after every step costs quadratic time; 48 steps
@@ -391,6 +449,40 @@ pub(super) const OP_VARIANTS: u64 = 31;
 pub const MAX_OPS: usize = 48;
 
 pub(super) const TOOLS: [&str; 3] = ["probe.read", "probe.write", "probe.spawn"];
+
+/// A probe tool's definition: with a non-ASCII description, a `.` in its
+/// name and an integral number in its schema, so that each of
+/// [`written_form`]'s forms writes it as other bytes than its canonical text.
+pub fn probe_tool(name: &str, class: &str) -> Value {
+    serde_json::json!({
+        "name": name,
+        "description": format!("{name} for tests, caf\u{e9}"),
+        "inputSchema": {"type": "object", "properties": {"n": {"type": "number", "maximum": 10}}},
+        "annotations": {"x-delegation-class": class},
+    })
+}
+
+/// The request of a `WrittenDelegate`: the role without a default, a
+/// written root (or the parent's sandbox) and `probe.read` named as one of
+/// [`WRITTEN_NAMES`] (or the parent's tools); `root % 8 == 7` asks for a
+/// remote target.
+pub(super) fn written_request(root: u8, name: u8) -> SpawnRequest {
+    let mut request = spawn_request(None, None, 0);
+    if root % 8 == 7 {
+        request.target = Some("ssh://build-host".into());
+    }
+    request.authority.sandbox =
+        WRITTEN_ROOTS
+            .get(root as usize % 8)
+            .map(|root| RequestedSandbox::WorkspaceWrite {
+                writable_roots: vec![root.to_string()],
+                network: false,
+            });
+    request.authority.tools = WRITTEN_NAMES
+        .get(name as usize % 8)
+        .map(|name| vec![name.to_string()]);
+    request
+}
 
 pub(super) fn sandbox(i: u8) -> Sandbox {
     match i % 4 {
@@ -625,6 +717,17 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
                 then,
             } => (29, vec![*agent, *task, *tools, *then]),
             Op::DriftDelegate { parent, tool, role } => (30, vec![*parent, *tool, *role]),
+            Op::RewriteTool {
+                instance,
+                tool,
+                form,
+            } => (31, vec![*instance, *tool, *form]),
+            Op::WrittenDelegate { parent, root, name } => (32, vec![*parent, *root, *name]),
+            Op::Race {
+                what,
+                instance,
+                count,
+            } => (33, vec![*what, *instance, *count]),
         };
         // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
         // little-endian u32 tag; the smallest tag mapping to `index` is exact.

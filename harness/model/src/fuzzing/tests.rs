@@ -747,3 +747,230 @@ fn receipt_capability_and_drift_composites_reach_their_decisions() {
         "the automatic decision stays decided"
     );
 }
+
+/// Applies `op` and returns what it did: the tools it redefined and the
+/// answers of its actions, by method.
+fn effects(d: &mut Driver, op: &Op) -> (Vec<String>, Vec<(&'static str, ActionResult)>) {
+    let from = d.world.history.len();
+    d.step(op);
+    let mut redefined = Vec::new();
+    let mut answers = Vec::new();
+    for e in &d.world.history[from..] {
+        match &e.kind {
+            StepKind::World {
+                change: Some(WorldChange::ToolRedefined { tool, .. }),
+                ..
+            } => redefined.push(tool.clone()),
+            StepKind::Action {
+                action,
+                result: Ok(r),
+            } if !matches!(action, Action::Observe) => answers.push((action.method(), r.clone())),
+            _ => {}
+        }
+    }
+    (redefined, answers)
+}
+
+/// Under a parent holding every probe, a `DriftDelegate` always redefines
+/// a tool the parent sealed other than the read probe and is refused for
+/// the drift; three role values in four give the role whose default keeps
+/// only the read probe, which is where a drift check over the child's
+/// tools alone misses it.
+#[test]
+fn a_drifted_delegation_drops_the_redefined_tool_by_its_role_three_times_in_four() {
+    let mut read_probe_role = 0;
+    for role in 0..=255u8 {
+        for tool in 0..4u8 {
+            let mut d = Driver::new();
+            d.step(&Op::Start {
+                sandbox: 1,
+                policy: 2,
+                tools: 7,
+            });
+            let (redefined, answers) = effects(
+                &mut d,
+                &Op::DriftDelegate {
+                    parent: 0,
+                    tool,
+                    role,
+                },
+            );
+            assert_eq!(redefined.len(), 1);
+            assert_ne!(redefined[0], "probe.read", "role {role} tool {tool}");
+            let [(method, answer)] = answers.as_slice() else {
+                panic!("one delegation: {answers:?}");
+            };
+            assert_eq!(*method, "instance/delegate");
+            assert_eq!(answer.reason, Some(DenyReason::ToolDrift), "{answer:?}");
+        }
+        read_probe_role +=
+            (ROLES[drift_role(role) as usize % ROLES.len()] == "r\u{e9}viewer") as u32;
+    }
+    assert_eq!(read_probe_role, 192 + 16, "3 in 4, and 1 in 4 of the rest");
+}
+
+/// A sealed tool written otherwise is no drift in the model: the call
+/// after it runs, and the written text is what the server is said to serve.
+#[test]
+fn a_tool_written_otherwise_is_no_drift_and_its_text_is_kept() {
+    for form in 0..WRITTEN_FORMS {
+        let mut d = Driver::new();
+        d.step(&Op::Start {
+            sandbox: 1,
+            policy: 0,
+            tools: 7,
+        });
+        let (redefined, answers) = effects(
+            &mut d,
+            &Op::RewriteTool {
+                instance: 0,
+                tool: 2,
+                form,
+            },
+        );
+        assert_eq!(redefined, ["probe.read"]);
+        let call = answers[0].1.tool_call.as_ref().expect("a tool call");
+        assert_eq!(
+            call.outcome,
+            ToolCallOutcome::Executed,
+            "form {form}: {call:?}"
+        );
+        let text = d
+            .written_definition("probe.read")
+            .expect("kept")
+            .to_string();
+        let canonical = canonical_json(&d.world.tools["probe.read"].raw).unwrap();
+        assert_ne!(text, canonical);
+        // Redefined for real, the written form is forgotten.
+        d.step(&Op::ChangeTool {
+            tool: 0,
+            announce: false,
+        });
+        assert_eq!(d.written_definition("probe.read"), None);
+    }
+}
+
+/// Written roots and names: the model normalises a root before comparing
+/// and compares names code point for code point, so only the roots inside
+/// `/w/repo` once normalised and the exact name are admitted.
+#[test]
+fn written_roots_and_names_are_judged_after_normalising_roots_only() {
+    let delegate = |root, name| {
+        let mut d = Driver::new();
+        d.step(&Op::Start {
+            sandbox: 1,
+            policy: 2,
+            tools: 7,
+        });
+        let (_, answers) = effects(
+            &mut d,
+            &Op::WrittenDelegate {
+                parent: 0,
+                root,
+                name,
+            },
+        );
+        answers[0].1.reason
+    };
+    let roots: Vec<_> = (0..8).map(|root| delegate(root, 7)).collect();
+    assert_eq!(
+        roots,
+        [
+            None,
+            Some(DenyReason::CeilingExceeded),
+            Some(DenyReason::CeilingExceeded),
+            Some(DenyReason::CeilingExceeded),
+            None,
+            Some(DenyReason::CeilingExceeded),
+            None,
+            Some(DenyReason::UnsupportedTarget),
+        ]
+    );
+    let names: Vec<_> = (0..8).map(|name| delegate(6, name)).collect();
+    assert_eq!(names[0], None);
+    assert_eq!(names[7], None);
+    assert!(
+        names[1..7]
+            .iter()
+            .all(|r| *r == Some(DenyReason::ProjectionMissing)),
+        "{names:?}"
+    );
+}
+
+/// A race is applied one action at a time in the model and flagged for
+/// the translation; a child a raced consume admits is not handed out to
+/// later operations (a concurrent step binds no alias); under the external
+/// authorizer nothing is raced.
+#[test]
+fn a_race_is_flagged_and_one_consume_wins() {
+    let mut d = Driver::new();
+    d.step(&Op::Start {
+        sandbox: 1,
+        policy: 2,
+        tools: 7,
+    });
+    let race = Op::Race {
+        what: 0,
+        instance: 0,
+        count: 1,
+    };
+    d.apply_stage(&race, 0);
+    assert!(!d.take_raced(), "the preparation is no race");
+    let from = d.world.history.len();
+    d.apply_stage(&race, 1);
+    assert!(d.take_raced());
+    let reasons: Vec<_> = d.world.history[from..]
+        .iter()
+        .filter_map(|e| match &e.kind {
+            StepKind::Action { result: Ok(r), .. } => Some(r.reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            None,
+            Some(DenyReason::ReceiptConsumed),
+            Some(DenyReason::ReceiptConsumed)
+        ]
+    );
+    assert_eq!(d.world.state.instances.len(), 2);
+    assert_eq!(d.instances.len(), 1, "the child is not handed out");
+    d.step(&Op::Authorizer { mode: 0 });
+    let (_, answers) = effects(
+        &mut d,
+        &Op::Race {
+            what: 1,
+            instance: 0,
+            count: 0,
+        },
+    );
+    assert!(answers.is_empty(), "{answers:?}");
+}
+
+/// A receipt presented with an id nobody issued is refused as missing.
+#[test]
+fn a_receipt_never_issued_is_missing() {
+    let mut d = Driver::new();
+    d.step(&Op::Start {
+        sandbox: 1,
+        policy: 2,
+        tools: 7,
+    });
+    let (_, answers) = effects(
+        &mut d,
+        &Op::ReceiptUse {
+            parent: 0,
+            then: 6,
+            tool: 0,
+        },
+    );
+    let reasons: Vec<_> = answers.iter().map(|(m, r)| (*m, r.reason)).collect();
+    assert_eq!(
+        reasons,
+        [
+            ("receipt/prepare", None),
+            ("receipt/consume", Some(DenyReason::ReceiptMissing))
+        ]
+    );
+}

@@ -17,14 +17,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::scenario::{
     AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, CapabilityCallStep, CapabilityRef,
-    ClockStep, ConsumeReceiptStep, DefinitionText, DelegateStep, DeliverEventStep, DeltaExpect,
-    Empty, Expect, FaultStep, ForkStep, InstanceRef, IssueCapabilityStep, PrepareReceiptStep,
-    ReceiptRef, RequestCount, RevokeGrantStep, Scenario, ScenarioKind, ScoreRiskStep, Setup,
-    SpawnExpect, StartStep, Step, StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep,
-    ToolServerStep, ToolSpec, TurnStep, UNKNOWN_ALIAS, WaitStep,
+    ClockStep, ConcurrentSteps, ConsumeReceiptStep, DefinitionText, DelegateStep, DeliverEventStep,
+    DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef, IssueCapabilityStep,
+    PrepareReceiptStep, ReceiptRef, RequestCount, RevokeGrantStep, Scenario, ScenarioKind,
+    ScoreRiskStep, Setup, SpawnExpect, StartStep, Step, StepAction, Tamper, TamperOp,
+    ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, UNKNOWN_ALIAS, WaitStep,
 };
 use delegation_model::fuzzing::{
-    Driver, Op, WRONG_SECRET, authorizer_behaviour, fuzz_configuration,
+    Driver, NEVER_ISSUED_RECEIPT, Op, WRONG_SECRET, authorizer_behaviour, fuzz_configuration,
 };
 use delegation_model::world::{SimChange, SimReply};
 use delegation_model::{
@@ -35,6 +35,8 @@ use delegation_observers::ModelRule;
 use serde_json::json;
 
 use super::reach::{Decided, wire_name};
+
+mod race;
 
 /// The id the driver addresses when nothing of the kind was issued yet:
 /// the scenario's `@unknown`, a fresh id the host never issued.
@@ -238,6 +240,10 @@ fn needs(steps: &[Step]) -> BTreeSet<String> {
     let mut needs = BTreeSet::new();
     for s in steps {
         let need: &[&str] = match &s.action {
+            StepAction::Concurrently(ConcurrentSteps(inner)) => {
+                needs.extend(self::needs(inner));
+                &[c::CONCURRENT_REQUESTS]
+            }
             StepAction::PrepareReceipt(_) | StepAction::ConsumeReceipt(_) => &[c::RECEIPTS],
             StepAction::ToolCall(_) => &[c::DIRECT_TOOL_CALLS, c::MCP],
             StepAction::Fork(_) => &[c::FORK],
@@ -324,7 +330,11 @@ impl Translator {
             let from = self.driver.world.history.len();
             let more = self.driver.apply_stage(&op, stage);
             let entries: Vec<HistoryEntry> = self.driver.world.history[from..].to_vec();
-            self.translate_entries(k, &op, entries, before)?;
+            if self.driver.take_raced() {
+                self.race(k, &entries, &before)?;
+            } else {
+                self.translate_entries(k, &op, entries, before)?;
+            }
             if let Some(mode) = self.driver.take_deferred_replay() {
                 self.push(k, StepAction::Authorizer(AuthorizerStep { mode }), None);
             }
@@ -414,7 +424,13 @@ impl Translator {
                 let Some(def) = self.driver.world.tools.get(tool) else {
                     return Ok(());
                 };
-                let definition: DefinitionText = def.raw.clone().into();
+                // As the server serves it: the bytes a `RewriteTool` chose,
+                // or the value as serde_json writes it.
+                let definition: DefinitionText = match self.driver.written_definition(tool) {
+                    Some(text) => DefinitionText::parse(text)
+                        .map_err(|e| format!("the written form of `{tool}` does not parse: {e}"))?,
+                    None => def.raw.clone().into(),
+                };
                 if self.served.insert(tool.clone()) {
                     // Served again: added, then redefined in place, because the
                     // runner records only a redefinition as a change of the
@@ -576,11 +592,14 @@ impl Translator {
                 // Only `Consume` tampers; `ReceiptUse` consumes as prepared.
                 let tamper = matches!(op, Op::Consume { tamper: true, .. });
                 let rid = receipt["id"].as_str().unwrap_or_default();
-                let receipt_alias = self
-                    .aliases
-                    .get(rid)
-                    .cloned()
-                    .ok_or_else(|| format!("receipt `{rid}` has no alias"))?;
+                let receipt_alias = if rid == NEVER_ISSUED_RECEIPT {
+                    UNKNOWN_ALIAS.to_string()
+                } else {
+                    self.aliases
+                        .get(rid)
+                        .cloned()
+                        .ok_or_else(|| format!("receipt `{rid}` has no alias"))?
+                };
                 let parent = self.instance(parent)?;
                 let alias = created(ok).map(|id| self.bind_instance(&id));
                 touched.extend(alias.clone());
