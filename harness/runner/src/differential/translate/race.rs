@@ -31,6 +31,7 @@ impl Translator {
         let mut actions = Vec::new();
         let mut answers = Vec::new();
         let mut model_requests: BTreeMap<String, u64> = BTreeMap::new();
+        let mut handler_calls = Vec::new();
         let mut after = before.clone();
         for e in entries {
             let StepKind::Action { action, result } = &e.kind else {
@@ -42,6 +43,7 @@ impl Translator {
             for (id, n) in &e.evidence.model_requests {
                 *model_requests.entry(id.clone()).or_default() += n;
             }
+            handler_calls.extend(e.evidence.handler_calls.iter().cloned());
             if let Some(observed) = &e.observed {
                 after = (**observed).clone();
             }
@@ -50,13 +52,15 @@ impl Translator {
         }
         let raced = actions
             .iter()
-            .map(RacedAction::from_action)
+            // The generator races no capability call, so no secret needs a capability id.
+            .map(|action| RacedAction::from_action(action, &|_| None))
             .collect::<Option<Vec<_>>>()
             .ok_or("a raced action the linearizability rules do not decide")?;
         let start = RaceState::before(before, &raced);
-        let end = RaceState::after(before, &after, &model_requests, &raced);
+        let end = RaceState::after(before, &after, &model_requests, &handler_calls, &raced);
         let observed: Vec<_> = answers.iter().map(|r| (r.outcome, r.reason)).collect();
-        linearize(&start, &raced, &observed, &end).map_err(|not| {
+        // The model answers one action after another: no real-time order to respect.
+        linearize(&start, &raced, &observed, &end, &[]).map_err(|not| {
             format!(
                 "the model's answers to a race, {:?}, are no order of the linearizability rules: they do not decide it",
                 not.observed
