@@ -117,20 +117,31 @@ impl Checker for Sd1 {
     }
 }
 
-/// Whether `instance` sealed `tool` before a redefinition from
-/// `previous_digest` to `new_digest`: by its sealed digest when known, else
-/// by having existed before a change of the canonical form (a host that
-/// reports no ceiling cannot have sealed anything but what was served).
+/// Whether a call of `tool` by `instance` at `call_step` drifted through the
+/// redefinition at `drift_step` from `previous_digest` to `new_digest`. With
+/// a sealed digest, only the definition live at the call counts (the tool's
+/// last redefinition before it): the call drifted when the instance sealed
+/// another digest; an earlier definition, replaced before the instance
+/// sealed or restored since, is no drift (fuzzing found the checker
+/// counting a change made before the instance existed). Without one (a host
+/// that reports no ceiling cannot have sealed anything but what was
+/// served), by having existed before a change of the canonical form.
 pub(super) fn sealed_before(
     facts: &Facts,
     instance: &str,
     tool: &str,
-    drift_step: usize,
+    (drift_step, call_step): (usize, usize),
     previous_digest: Option<&str>,
     new_digest: &str,
 ) -> bool {
     match facts.ceiling(instance).and_then(|c| c.tools.get(tool)) {
-        Some(digest) => digest != new_digest,
+        Some(digest) => {
+            let replaced_later = facts.drifts_before(call_step).any(|d| {
+                d.step > drift_step
+                    && matches!(&d.change, WorldChange::ToolRedefined { tool: t, .. } if t == tool)
+            });
+            digest != new_digest && !replaced_later
+        }
         None => {
             previous_digest != Some(new_digest)
                 && facts.first_seen(instance).is_some_and(|s| s < drift_step)
@@ -193,7 +204,7 @@ pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
                     facts,
                     call.instance,
                     tool,
-                    drift.step,
+                    (drift.step, entry.step),
                     previous_digest.as_deref(),
                     digest,
                 )
@@ -220,7 +231,7 @@ pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
                     facts,
                     call.agent,
                     tool,
-                    drift.step,
+                    (drift.step, entry.step),
                     previous_digest.as_deref(),
                     digest,
                 )
@@ -322,7 +333,7 @@ pub(super) fn sd4(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
                         facts,
                         call.instance,
                         tool,
-                        drift.step,
+                        (drift.step, entry.step),
                         previous_digest.as_deref(),
                         digest,
                     ) =>

@@ -1427,3 +1427,57 @@ fn sd2_requires_an_executed_call_to_name_a_sealed_tool_byte_for_byte() {
     // Control: the exact name and its own handler.
     assert!(check(InvariantId::SD2, &ran("fs.write", "fs.write")).is_empty());
 }
+
+/// `fs.write` redefined to each of `versions` in turn, with the root started
+/// (sealing `sealed`) before the first change or after the last, then a call
+/// of it that runs its handler.
+fn root_calls_after_redefinitions(
+    sealed: &str,
+    versions: &[&str],
+    start_first: bool,
+) -> Vec<HistoryEntry> {
+    let mut authority = root_authority();
+    authority.tools.insert("fs.write".into(), digest_of(sealed));
+    let start = |h: H| h.act(start_action(), created("root", authority.clone()));
+    let mut h = H::new();
+    if start_first {
+        h = start(h);
+    }
+    let mut previous = "fs.write v1".to_string();
+    for version in versions {
+        h = h.world(WorldChange::ToolRedefined {
+            tool: "fs.write".into(),
+            digest: digest_of(version),
+            previous_digest: Some(digest_of(&previous)),
+            description_only: false,
+        });
+        previous = version.to_string();
+    }
+    if !start_first {
+        h = start(h);
+    }
+    h.then(|h| call_fs_write(h, "root", true, DenyReason::ToolDrift))
+        .build()
+}
+
+#[test]
+fn sd2_judges_a_sealed_call_by_the_definition_live_at_the_call() {
+    // Changed twice before the root existed; it sealed the live definition.
+    let sealed_after =
+        root_calls_after_redefinitions("fs.write v3", &["fs.write v2", "fs.write v3"], false);
+    assert_eq!(check(InvariantId::SD2, &sealed_after), vec![]);
+    // Changed, then restored to what the root sealed: the live definition is the sealed one.
+    let restored =
+        root_calls_after_redefinitions("fs.write v1", &["fs.write v2", "fs.write v1"], true);
+    assert_eq!(check(InvariantId::SD2, &restored), vec![]);
+    // The control: changed twice after the root sealed v1, and run anyway.
+    let drifted =
+        root_calls_after_redefinitions("fs.write v1", &["fs.write v2", "fs.write v3"], true);
+    let found = check(InvariantId::SD2, &drifted);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].message.contains("changed at step"),
+        "{}",
+        found[0].message
+    );
+}
