@@ -149,6 +149,39 @@ pub(super) fn sealed_before(
     }
 }
 
+/// The redefinitions of `tool` before `step` (each its step and new digest)
+/// through which a call of it by `instance` at `step` drifted ([`sealed_before`]).
+fn redefinitions_sealed_before<'f>(
+    facts: &Facts<'f>,
+    instance: &str,
+    tool: &str,
+    step: usize,
+) -> Vec<(usize, &'f str)> {
+    facts
+        .drifts_before(step)
+        .filter_map(|drift| match &drift.change {
+            WorldChange::ToolRedefined {
+                tool: redefined,
+                digest,
+                previous_digest,
+                ..
+            } if redefined == tool
+                && sealed_before(
+                    facts,
+                    instance,
+                    tool,
+                    (drift.step, step),
+                    previous_digest.as_deref(),
+                    digest,
+                ) =>
+            {
+                Some((drift.step, digest.as_str()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// SD2. After the tool server redefined a tool, a call of it by an instance
 /// that sealed the old definition (directly, in a turn, or through a task
 /// capability bound to that instance) is refused with zero handler calls; the
@@ -192,56 +225,22 @@ pub(super) fn sd2(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
         }
     }
     if let Some(call) = tool_call_in(entry) {
-        for drift in facts.drifts_before(entry.step) {
-            if let WorldChange::ToolRedefined {
-                tool,
-                digest,
-                previous_digest,
-                ..
-            } = &drift.change
-                && tool == call.tool
-                && sealed_before(
-                    facts,
-                    call.instance,
-                    tool,
-                    (drift.step, entry.step),
-                    previous_digest.as_deref(),
-                    digest,
-                )
-            {
-                let why = format!(
-                    "its definition changed at step {} (new digest {digest})",
-                    drift.step
-                );
-                refused_without_handler(InvariantId::SD2, entry, &call, &why, out);
-            }
+        for (step, digest) in
+            redefinitions_sealed_before(facts, call.instance, call.tool, entry.step)
+        {
+            let why = format!("its definition changed at step {step} (new digest {digest})");
+            refused_without_handler(InvariantId::SD2, entry, &call, &why, out);
         }
     }
     // A task capability reaches its agent's sealed tools, drift included.
     if let Some(call) = capability_call(entry) {
-        for drift in facts.drifts_before(entry.step) {
-            if let WorldChange::ToolRedefined {
-                tool,
-                digest,
-                previous_digest,
-                ..
-            } = &drift.change
-                && tool == call.tool
-                && sealed_before(
-                    facts,
-                    call.agent,
-                    tool,
-                    (drift.step, entry.step),
-                    previous_digest.as_deref(),
-                    digest,
-                )
-            {
-                let why = format!(
-                    "its definition changed at step {} (new digest {digest}) after agent `{}` sealed it",
-                    drift.step, call.agent
-                );
-                refuse_capability_call(InvariantId::SD2, entry, &call, &why, out);
-            }
+        for (step, digest) in redefinitions_sealed_before(facts, call.agent, call.tool, entry.step)
+        {
+            let why = format!(
+                "its definition changed at step {step} (new digest {digest}) after agent `{}` sealed it",
+                call.agent
+            );
+            refuse_capability_call(InvariantId::SD2, entry, &call, &why, out);
         }
     }
     for (tool, shown) in &entry.evidence.model_visible_tools {
