@@ -1,9 +1,8 @@
 //! The libFuzzer target bodies of the model: operation sequences over the simulated world, and digest round trips.
 
-use serde_json::Value;
-
 use super::driver::Driver;
 use super::ops::{Op, decode_ops};
+use super::written::{REVERSED_KEYS, written_form};
 use crate::digest::{DefinitionError, canonical_json, digest_value, parse_strict};
 
 /// Fuzz target body: decode a sequence, apply it, and panic with the
@@ -58,43 +57,11 @@ pub fn fuzz_digest(data: &[u8]) {
         Err(e) => panic!("canonical text {canonical:?} of {text:?} does not re-parse: {e}"),
     }
     let digest = digest_value(&value).expect("a canonicalisable value has a digest");
-    let mut reversed = String::new();
-    write_keys_reversed(&value, &mut reversed);
+    let reversed = written_form(&value, REVERSED_KEYS);
     let shuffled = parse_strict(&reversed).expect("re-serialised text parses strictly");
     assert_eq!(
         digest_value(&shuffled).as_ref(),
         Ok(&digest),
         "digest depends on key order: {text:?} vs {reversed:?}"
     );
-}
-
-/// Writes JSON text with every object's keys in the reverse of the value's
-/// own order: a textual re-ordering, so it holds whatever map type serde_json
-/// was built with.
-pub(super) fn write_keys_reversed(value: &Value, out: &mut String) {
-    match value {
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_keys_reversed(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().rev().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_keys_reversed(v, out);
-            }
-            out.push('}');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
 }

@@ -1,6 +1,5 @@
 //! Tests of the operations, the driver and the committed model_sequence seeds.
 
-use super::targets::write_keys_reversed;
 use super::*;
 use crate::digest::{DefinitionError, canonical_json, digest_value, parse_strict};
 use crate::*;
@@ -505,8 +504,7 @@ fn committed_digest_seeds_exist_and_hold() {
 #[test]
 fn reversing_keys_changes_the_text_but_not_the_digest() {
     let value = parse_strict(DIGEST_SEEDS[1].1).unwrap();
-    let mut reversed = String::new();
-    write_keys_reversed(&value, &mut reversed);
+    let reversed = written_form(&value, REVERSED_KEYS);
     assert_ne!(reversed, serde_json::to_string(&value).unwrap());
     let back = parse_strict(&reversed).unwrap();
     assert_eq!(back, value);

@@ -18,6 +18,10 @@ use serde_json::Value;
 /// number in the definition, as the fuzzer's probe tools have).
 pub const WRITTEN_FORMS: u8 = 5;
 
+/// The form of [`written_form`] that only reverses every object's keys: a
+/// textual re-ordering, so it holds whatever map type serde_json was built with.
+pub const REVERSED_KEYS: u8 = 0;
+
 #[derive(Clone, Copy, Default)]
 struct Form {
     reverse_keys: bool,
