@@ -1250,6 +1250,38 @@ fn a_call_refused_for_a_failed_approval_write_uses_up_the_armed_firing() {
     assert!(unspent[0].message.contains("could not be committed"));
 }
 
+/// A call that a listed exact-call grant covers writes no approval, so an
+/// armed approval write cannot refuse it and it may run (fuzzing found PG1
+/// refusing it); the same call with no grant listed must not run.
+#[test]
+fn a_call_covered_by_a_listed_grant_runs_while_an_approval_write_is_armed() {
+    let history = |granted: bool| {
+        let root = || inst("root", None, LifecycleState::Running, root_authority());
+        let grants = if granted { vec![grant("g1")] } else { vec![] };
+        auto_approval_with_one_decision_write_failure()
+            .observe(Observed {
+                grants,
+                approvals: vec![approval(
+                    "a0",
+                    ActionClass::Mcp,
+                    ApprovalState::Dispatched,
+                    Some((Decision::AllowExact, DecidedBy::Person)),
+                )],
+                ..observed(vec![root()])
+            })
+            .act(
+                tool_call("root", "fs.write"),
+                tool_result(ToolCallOutcome::Executed, None, None),
+            )
+            .handler_calls(&["fs.write"])
+            .build()
+    };
+    assert_eq!(check(InvariantId::PG1, &history(true)), vec![]);
+    let ungranted = check(InvariantId::PG1, &history(false));
+    assert_eq!(ungranted.len(), 1, "{ungranted:#?}");
+    assert!(ungranted[0].message.contains("could not be committed"));
+}
+
 /// A call id is scoped to the capability presented: the same id through
 /// another capability is a new call whose handler runs (fuzzing found TC5
 /// flagging it while the model and the reference host key outcomes by
