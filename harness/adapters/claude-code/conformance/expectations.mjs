@@ -35,6 +35,8 @@ const CAPABILITY = {
   wait: 'Claude Code has no client call that waits for a session or subagent (its -p run returns when the turn ends)',
   'spawn-authority': 'Claude Code\'s `Agent` tool takes {description, prompt, subagent_type, model, run_in_background, isolation}: no sandbox, approval policy, cwd or tool list, so the authority this spawn requests cannot reach Claude Code (a subagent runs under its session\'s permission rules and its agent definition)',
   'model-close-tools': 'Claude Code has no tool that closes a finished subagent (`TaskStop` stops a running background task) and none that reopens one without input',
+  'clarification-questions': 'Claude Code\'s questions to a person come only from its model\'s own `AskUserQuestion` tool inside a turn; no client call makes a session or subagent ask one (`instance/ask`), so the adapter does not declare clarification-questions',
+  'concurrent-requests': 'the adapter answers one request at a time (node-common/rpc.mjs reads the next request only after answering the last, driving one `claude -p` run per turn), so no two actions are in flight at once through it',
 };
 
 /** What the adapter refuses, per method or option, and why Claude Code has no equivalent. */

@@ -37,6 +37,8 @@ const CAPABILITY = {
   fork: 'the adapter does not map fork: `copilot -p` has no fork of a session (its `/fork` is an interactive command)',
   'model-lifecycle-tools': 'a `task` subagent run in the foreground (`mode: sync`, so the parent\'s turn waits for it) is not resumable (`resumable: false` in Copilot\'s events); `write_agent` reaches only background agents, whose turns outlive the `copilot -p` run',
   'model-close-tools': 'Copilot has no tool that closes a finished subagent',
+  'clarification-questions': 'no client call makes a Copilot session or subagent ask a person a question (`instance/ask`), and none of the tools Copilot shows its model in the adapter\'s non-interactive runs asks one (the harness\'s model endpoint records them), so the adapter does not declare clarification-questions',
+  'concurrent-requests': 'the adapter answers one request at a time (node-common/rpc.mjs reads the next request only after answering the last, driving one `copilot -p` run per turn), so no two actions are in flight at once through it',
 };
 
 /** What the adapter refuses, per method or option, and why Copilot has no equivalent. */

@@ -38,6 +38,8 @@ const CAPABILITY = {
   'spawn-authority': 'Gemini CLI\'s `invoke_agent` tool takes {agent_name, prompt}: no sandbox, approval policy, cwd or tool list, so the authority this spawn requests cannot reach Gemini CLI (a subagent runs under its session\'s policy and its agent definition)',
   'model-lifecycle-tools': 'Gemini CLI has no tool by which a model gives an existing subagent more input: a subagent runs only within its parent\'s `invoke_agent` call',
   'model-close-tools': 'Gemini CLI has no tool that closes, reopens or polls a subagent',
+  'clarification-questions': 'no client call makes a Gemini CLI session or subagent ask a person a question (`instance/ask`), and none of the tools Gemini CLI shows its model in the adapter\'s non-interactive runs asks one (the harness\'s model endpoint records them), so the adapter does not declare clarification-questions',
+  'concurrent-requests': 'the adapter answers one request at a time (node-common/rpc.mjs reads the next request only after answering the last, driving one `gemini -p` run per turn), so no two actions are in flight at once through it',
 };
 
 /** What the adapter refuses, per method or option, and why Gemini CLI has no equivalent. */

@@ -33,6 +33,8 @@ const CAPABILITY = {
   reviewer: 'opencode has no risk-scored approval reviewer',
   'model-close-tools': 'opencode\'s model has no tool to close a child, reopen it without input or poll it: `task` only starts a child or continues one (`task_id`) with a prompt',
   'spawn-authority': 'opencode\'s `task` tool takes only {description, prompt, subagent_type, task_id}: a spawn cannot ask for an authority, so the refusal this scenario looks for cannot be asked for (`repro/child-authority.mjs`: the child opencode creates holds no more than its parent on every axis the adapter expresses)',
+  'clarification-questions': 'opencode\'s questions to a person come only from its model\'s own `question` tool inside a turn; no call of its HTTP API makes a session ask one (`instance/ask`), so the adapter does not declare clarification-questions',
+  'concurrent-requests': 'the adapter answers one request at a time (node-common/rpc.mjs reads the next request only after answering the last, driving opencode\'s HTTP API one call after another), so no two actions are in flight at once through it',
 };
 
 /** What the adapter refuses, per method or option, and why opencode has no equivalent. */

@@ -37,6 +37,8 @@ const CAPABILITY = {
   'model-lifecycle-tools': 'Qwen Code\'s `send_message` continues only a background subagent that is still running; the foreground subagents a spawn starts (so that the parent\'s turn waits for them) have no tool by which the parent\'s model gives them more input, resumes or closes them',
   'model-close-tools': 'Qwen Code\'s `task_stop` stops a running background subagent; no tool closes a finished one or reopens one without input',
   fork: 'the adapter does not declare fork: Qwen Code\'s `--resume ID --fork-session` makes a new session only with a model request (a headless run needs a prompt, and a local command stores no session), so a fork could not be made without an extra request',
+  'clarification-questions': 'Qwen Code\'s questions to a person come only from its model\'s own `ask_user_question` tool inside a turn; no client call makes a session or subagent ask one (`instance/ask`), so the adapter does not declare clarification-questions',
+  'concurrent-requests': 'the adapter answers one request at a time (node-common/rpc.mjs reads the next request only after answering the last, driving one headless `qwen` run per turn), so no two actions are in flight at once through it',
 };
 
 /** What the adapter refuses, per method or option, and why Qwen Code has no equivalent. */
