@@ -49,7 +49,10 @@ fn instance_indexes(op: &mut Op) -> Vec<(&mut u8, Among)> {
         | Op::Score { instance, .. }
         | Op::AutoCall { instance, .. }
         | Op::GrantCall { instance, .. }
-        | Op::RewriteTool { instance, .. } => vec![(instance, All)],
+        | Op::RewriteTool { instance, .. }
+        | Op::LookAlikeCall { instance, .. }
+        | Op::Question { instance, .. }
+        | Op::GrantDrift { instance, .. } => vec![(instance, All)],
         Op::Issue { agent, .. } | Op::CapabilityUse { agent, .. } => vec![(agent, All)],
         Op::ModelLifecycle {
             instance, target, ..
