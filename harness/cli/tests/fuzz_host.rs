@@ -229,7 +229,9 @@ fn interrupted_by(signal: &str) {
 /// Regression: shrinking this mutant's finding once panicked in the model
 /// (a receipt's tool looked up in a ceiling that does not hold it), the
 /// process exited 101 and the finding was lost. The seed is one whose cases
-/// find it within 100 with the generator as it is now (case 42 of seed 7).
+/// find it within 100 with the generator as it is now (case 16 of seed 4;
+/// seed 7, which found it at case 42, no longer does within 100 since the
+/// question, look-alike and grant-drift operations).
 #[test]
 fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
     let out = tempfile::tempdir().unwrap();
@@ -239,7 +241,7 @@ fn receipt_parent_not_checked_is_found_and_shrunk_without_a_panic() {
         "--defect",
         Defect::ReceiptParentNotChecked.name(),
         "--seed",
-        "7",
+        "4",
         "--cases",
         "100",
         "--shrink-time",

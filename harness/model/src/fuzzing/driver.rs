@@ -334,6 +334,25 @@ impl Driver {
         }
     }
 
+    /// The result of the last `method` action applied, if it was answered.
+    fn last_result(&self, method: &str) -> Option<&ActionResult> {
+        self.world.history.iter().rev().find_map(|e| match &e.kind {
+            StepKind::Action { action, result } if action.method() == method => {
+                result.as_ref().ok()
+            }
+            _ => None,
+        })
+    }
+
+    /// The id of the capability issued with `secret` (a raced call names
+    /// its capability by secret only).
+    pub fn capability_with_secret(&self, secret: &str) -> Option<String> {
+        self.capabilities
+            .iter()
+            .find(|(_, s, ..)| s == secret)
+            .map(|(id, ..)| id.clone())
+    }
+
     /// An instance other than `id`, or one never issued.
     fn other_instance(&self, id: &str) -> String {
         self.instances
@@ -514,6 +533,29 @@ impl Driver {
                         let id = self.capabilities[index].0.clone();
                         self.act(Action::RevokeCapability { capability: id });
                         true
+                    }
+                    (2, CapabilityThen::RaceRevoke) => {
+                        // Raced only after a call that ran: the race rules
+                        // decide the revocation check alone.
+                        let ran = self
+                            .last_result("capability/call")
+                            .is_some_and(ActionResult::is_ok);
+                        if ran && self.can_race() {
+                            let (id, secret, task, agent) = self.capabilities[index].clone();
+                            self.presented = Some(id.clone());
+                            self.race(vec![
+                                Action::CapabilityCall {
+                                    secret,
+                                    task,
+                                    agent,
+                                    tool,
+                                    arguments: arguments(1),
+                                    call_id: None,
+                                },
+                                Action::RevokeCapability { capability: id },
+                            ]);
+                        }
+                        false
                     }
                     (2, CapabilityThen::CallAtExpiry) => {
                         let expires_at = self.world.state.capabilities[&self.capabilities[index].0]
@@ -713,6 +755,49 @@ impl Driver {
                 });
                 false
             }
+            (Op::Question { instance, .. }, 0) => {
+                self.act(Action::Ask {
+                    instance: self.instance(*instance),
+                    question: QUESTION.into(),
+                });
+                true
+            }
+            (Op::Question { answer, .. }, stage) => {
+                let asked = self
+                    .last_result("instance/ask")
+                    .and_then(|r| r.question.clone());
+                let Some(question) = asked.filter(|_| answer % 3 != 2) else {
+                    return false;
+                };
+                self.act(Action::AnswerQuestion {
+                    question,
+                    answer: "main".into(),
+                });
+                stage == 1 && answer % 3 == 1
+            }
+            (
+                Op::GrantDrift {
+                    instance,
+                    tool,
+                    arguments,
+                },
+                stage,
+            ) => {
+                let grant_call = Op::GrantCall {
+                    instance: *instance,
+                    tool: *tool,
+                    first: *arguments,
+                    second: *arguments,
+                };
+                match stage {
+                    0 | 1 => self.apply_stage(&grant_call, stage),
+                    2 => {
+                        self.redefine(TOOLS[*tool as usize % 3]);
+                        true
+                    }
+                    _ => self.apply_stage(&grant_call, 2),
+                }
+            }
             (op, _) => {
                 self.apply_plain(op);
                 false
@@ -729,7 +814,14 @@ impl Driver {
             | Op::CapabilityUse { .. }
             | Op::DriftDelegate { .. }
             | Op::RewriteTool { .. }
-            | Op::Race { .. } => {}
+            | Op::Race { .. }
+            | Op::Question { .. }
+            | Op::GrantDrift { .. } => {}
+            Op::LookAlikeCall { instance, name } => self.act(Action::ToolCall {
+                instance: self.instance(*instance),
+                tool: WRITTEN_NAMES[*name as usize % WRITTEN_NAMES.len()].into(),
+                arguments: arguments(0),
+            }),
             Op::WrittenDelegate { parent, root, name } => self.act(Action::Delegate {
                 parent: self.instance(*parent),
                 request: written_request(*root, *name),

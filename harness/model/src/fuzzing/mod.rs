@@ -10,6 +10,7 @@
 mod corpus;
 mod driver;
 mod ops;
+mod reindex;
 mod targets;
 #[cfg(test)]
 mod tests;
@@ -18,5 +19,6 @@ mod written;
 pub use corpus::*;
 pub use driver::*;
 pub use ops::*;
+pub use reindex::*;
 pub use targets::*;
 pub use written::*;

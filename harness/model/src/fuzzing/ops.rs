@@ -181,10 +181,10 @@ pub enum Op {
     },
     /// A task capability's life in one operation: issued to `agent` for
     /// `task` with `tools` (probe.read always among them), valid a minute,
-    /// called once as bound with call id `c0`, then by `then % 5` (see
+    /// called once as bound with call id `c0`, then by `then % 6` (see
     /// [`CapabilityThen`]): the same call retried, revoked and called again,
     /// called at its expiry instant, called for a task one code point off,
-    /// or called by another agent.
+    /// called by another agent, or called while its revoke is sent at once.
     CapabilityUse {
         agent: u8,
         task: u8,
@@ -236,6 +236,33 @@ pub enum Op {
         instance: u8,
         count: u8,
     },
+    /// A direct tool call by `instance` naming one of [`WRITTEN_NAMES`]
+    /// (`name % 7`), sent byte for byte: a fullwidth letter, a zero-width
+    /// space, a soft hyphen or a fullwidth full stop that a normalising
+    /// lookup joins with the sealed `probe.read`, a Cyrillic look-alike and
+    /// a longer name nothing joins, or the exact name (the control).
+    LookAlikeCall {
+        instance: u8,
+        name: u8,
+    },
+    /// A clarification question in one operation: `instance` asks a person
+    /// (`instance/ask`), then by `answer % 3` the person answers once,
+    /// answers twice (the second is a replay), or not at all. No approval
+    /// policy decides a question (PG4): under `never` it still reaches a person.
+    Question {
+        instance: u8,
+        answer: u8,
+    },
+    /// An exact-call grant outliving a drift, in one operation: `instance`
+    /// calls `tool` with the `arguments`-th of [`arguments`], the request
+    /// it raises is allowed exactly, the tool is redefined silently, and
+    /// the same call is made again: the grant covers the call but not the
+    /// new definition (SD2 before PG).
+    GrantDrift {
+        instance: u8,
+        tool: u8,
+        arguments: u8,
+    },
 }
 
 /// What a `ReceiptUse` operation does with the receipt it prepared.
@@ -283,6 +310,9 @@ pub enum CapabilityThen {
     OtherTask,
     /// Called by another agent (TC1).
     OtherAgent,
+    /// Called again while its revoke is sent at the same moment (TC2): a
+    /// race, sent only where the race rules decide it (see [`Op::Race`]).
+    RaceRevoke,
 }
 
 impl CapabilityThen {
@@ -293,7 +323,8 @@ impl CapabilityThen {
             CapabilityThen::CallAtExpiry,
             CapabilityThen::OtherTask,
             CapabilityThen::OtherAgent,
-        ][then as usize % 5]
+            CapabilityThen::RaceRevoke,
+        ][then as usize % 6]
     }
 }
 
@@ -342,6 +373,9 @@ impl Op {
             Op::RewriteTool { .. } => "rewrite_tool",
             Op::WrittenDelegate { .. } => "written_delegate",
             Op::Race { .. } => "race",
+            Op::LookAlikeCall { .. } => "look_alike_call",
+            Op::Question { .. } => "question",
+            Op::GrantDrift { .. } => "grant_drift",
         }
     }
 
@@ -381,6 +415,9 @@ impl Op {
         "rewrite_tool",
         "written_delegate",
         "race",
+        "look_alike_call",
+        "question",
+        "grant_drift",
     ];
 }
 
@@ -440,7 +477,7 @@ pub fn role_defaults() -> std::collections::BTreeMap<String, AuthorityRequest> {
 }
 
 /// Number of [`Op`] variants; the derived decoder picks a variant from a u32 tag scaled by it.
-pub(super) const OP_VARIANTS: u64 = 34;
+pub(super) const OP_VARIANTS: u64 = 37;
 
 /// Longest sequence one fuzz input is decoded into. Checking every invariant
 /// over the whole history after every step costs quadratic time; 48 steps
@@ -564,6 +601,9 @@ pub fn lifecycle_call(call: u8, target: String) -> LifecycleCall {
 pub fn lifecycle_marker(n: usize) -> String {
     format!("LIFECYCLE-{n}-")
 }
+
+/// The text of every generated clarification question.
+pub const QUESTION: &str = "Which branch should this cover?";
 
 /// The secret a capability call presents when it presents the wrong one.
 pub const WRONG_SECRET: &str = "not-the-issued-secret";
@@ -728,6 +768,13 @@ pub fn encode_ops(ops: &[Op]) -> Vec<u8> {
                 instance,
                 count,
             } => (33, vec![*what, *instance, *count]),
+            Op::LookAlikeCall { instance, name } => (34, vec![*instance, *name]),
+            Op::Question { instance, answer } => (35, vec![*instance, *answer]),
+            Op::GrantDrift {
+                instance,
+                tool,
+                arguments,
+            } => (36, vec![*instance, *tool, *arguments]),
         };
         // The derive picks variant `(tag * OP_VARIANTS) >> 32` from a
         // little-endian u32 tag; the smallest tag mapping to `index` is exact.

@@ -1,4 +1,4 @@
-//! Tests of the byte-level and drift operations against the reference host: each catches the mutant it was built for, and the correct host passes the same sequence.
+//! Tests of the byte-level, drift, race and question operations against the reference host: each catches the mutant it was built for, and the correct host passes the same sequence.
 
 use delegation_host::ReferenceLauncher;
 use delegation_host::mutants::Defect;
@@ -210,5 +210,72 @@ async fn a_receipt_never_issued_and_a_remote_target_are_refused_alike() {
         assert!(matches!(result, CaseResult::Pass), "{ops:?}: {result:?}");
         let expect = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
         assert_eq!(expect.reason, Some(reason), "{ops:?}");
+    }
+}
+
+/// The operations for the four newest mutants, each in two operations:
+/// a capability call racing its revoke (TC2), a direct call naming a
+/// look-alike of a sealed tool (SD2), a clarification question under
+/// `never` (PG4), an exact-call grant, a silent redefinition and the same
+/// call (SD2 before PG). The race is sent three times: the in-process host
+/// takes racing requests in the order sent only as far as the runtime
+/// starts their tasks in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_newest_operations_catch_their_mutants() {
+    let race_revoke = Op::CapabilityUse {
+        agent: 0,
+        task: 0,
+        tools: 0,
+        then: 5,
+    };
+    for _ in 0..3 {
+        catches(
+            Defect::CapabilityCallCheckThenAct,
+            &[start(1), race_revoke.clone()],
+        )
+        .await;
+    }
+    // A fullwidth `p`, a zero-width space, a soft hyphen, a fullwidth full stop.
+    for name in 1..=4 {
+        let call = Op::LookAlikeCall { instance: 0, name };
+        catches(Defect::DispatchNameNormalised, &[start(1), call]).await;
+    }
+    for answer in 0..3 {
+        let question = Op::Question {
+            instance: 0,
+            answer,
+        };
+        catches(Defect::QuestionDeniedAsApproval, &[start(0), question]).await;
+    }
+    // The MCP probe, which asks a person under `untrusted`.
+    let grant_drift = Op::GrantDrift {
+        instance: 0,
+        tool: 2,
+        arguments: 1,
+    };
+    catches(Defect::GrantBeforeDriftCheck, &[start(1), grant_drift]).await;
+}
+
+/// The look-alikes no normalisation joins, and the exact name: refused
+/// alike by the mutant and the correct host, and the exact name runs, so
+/// the look-alikes above are refused for their bytes alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_look_alike_nothing_joins_is_refused_and_the_exact_name_runs() {
+    let mutant = ReferenceLauncher {
+        defect: Some(Defect::DispatchNameNormalised),
+        ..Default::default()
+    };
+    for (name, executed) in [(5, false), (6, false), (0, true)] {
+        let ops = [start(0), Op::LookAlikeCall { instance: 0, name }];
+        for host in [&ReferenceLauncher::default(), &mutant] {
+            let (t, result) = run_ops(&ops, host, &exec()).await;
+            assert!(matches!(result, CaseResult::Pass), "{ops:?}: {result:?}");
+            let expect = t.scenario.steps.last().unwrap().expect.as_ref().unwrap();
+            assert_eq!(
+                expect.outcome == Some(delegation_model::Outcome::Ok),
+                executed,
+                "{ops:?}: {expect:?}"
+            );
+        }
     }
 }

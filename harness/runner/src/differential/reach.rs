@@ -165,7 +165,7 @@ mod tests {
         assert!(reach.missing_operations().contains(&"issue"));
         assert!(!reach.missing_operations().contains(&"start"));
         let text = reach.summary();
-        assert!(text.contains("2 of 34 operation kinds"), "{text}");
+        assert!(text.contains("2 of 37 operation kinds"), "{text}");
         assert!(text.contains("1 of 21 deny reasons"), "{text}");
 
         let mut twice = reach.clone();

@@ -16,12 +16,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::scenario::{
-    AnswerStep, ApprovalsExpect, AuthorizerStep, AutoStep, CapabilityCallStep, CapabilityRef,
-    ClockStep, ConcurrentSteps, ConsumeReceiptStep, DefinitionText, DelegateStep, DeliverEventStep,
-    DeltaExpect, Empty, Expect, FaultStep, ForkStep, InstanceRef, IssueCapabilityStep,
-    PrepareReceiptStep, ReceiptRef, RequestCount, RevokeGrantStep, Scenario, ScenarioKind,
-    ScoreRiskStep, Setup, SpawnExpect, StartStep, Step, StepAction, Tamper, TamperOp,
-    ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep, UNKNOWN_ALIAS, WaitStep,
+    AnswerQuestionStep, AnswerStep, ApprovalsExpect, AskStep, AuthorizerStep, AutoStep,
+    CapabilityCallStep, CapabilityRef, ClockStep, ConcurrentSteps, ConsumeReceiptStep,
+    DefinitionText, DelegateStep, DeliverEventStep, DeltaExpect, Empty, Expect, FaultStep,
+    ForkStep, InstanceRef, IssueCapabilityStep, PrepareReceiptStep, ReceiptRef, RequestCount,
+    RevokeGrantStep, Scenario, ScenarioKind, ScoreRiskStep, Setup, SpawnExpect, StartStep, Step,
+    StepAction, Tamper, TamperOp, ToolCallExpect, ToolCallStep, ToolServerStep, ToolSpec, TurnStep,
+    UNKNOWN_ALIAS, WaitStep,
 };
 use delegation_model::fuzzing::{
     Driver, NEVER_ISSUED_RECEIPT, Op, WRONG_SECRET, authorizer_behaviour, fuzz_configuration,
@@ -262,6 +263,7 @@ fn needs(steps: &[Step]) -> BTreeSet<String> {
             | StepAction::CapabilityCall(_)
             | StepAction::RevokeCapability(_) => &[c::TASK_CAPABILITIES, c::MCP],
             StepAction::ScoreRisk(_) => &[c::REVIEWER],
+            StepAction::Ask(_) | StepAction::AnswerQuestion(_) => &[c::CLARIFICATION_QUESTIONS],
             StepAction::Start(start) if !start.request.tools.is_empty() => &[c::MCP],
             // The same rule as the scenario validation's.
             StepAction::Turn(_) if s.spawn_refused_for_its_request() => &[c::SPAWN_AUTHORITY],
@@ -800,6 +802,31 @@ impl Translator {
             Action::RevokeGrant { .. } => StepAction::RevokeGrant(RevokeGrantStep {
                 grant: "latest".into(),
             }),
+            Action::Ask { instance, question } => {
+                let instance = self.instance(instance)?;
+                touched.push(instance.clone());
+                let asked = ok.filter(|r| r.is_ok()).and_then(|r| r.question.clone());
+                let alias = asked.map(|id| {
+                    let alias = self.fresh("q");
+                    self.aliases.insert(id, alias.clone());
+                    alias
+                });
+                StepAction::Ask(AskStep {
+                    instance,
+                    question: question.clone(),
+                    alias,
+                })
+            }
+            Action::AnswerQuestion { question, answer } => {
+                StepAction::AnswerQuestion(AnswerQuestionStep {
+                    question: self
+                        .aliases
+                        .get(question)
+                        .cloned()
+                        .ok_or_else(|| format!("question `{question}` has no alias"))?,
+                    answer: answer.clone(),
+                })
+            }
             Action::RevokeReceipt { receipt } => StepAction::RevokeReceipt(ReceiptRef {
                 receipt: self
                     .aliases

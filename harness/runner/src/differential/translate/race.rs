@@ -7,10 +7,19 @@ use delegation_model::{Action, HistoryEntry, Observed, Outcome, StepKind};
 
 use super::{Translator, Untranslatable, touched_ids};
 use crate::scenario::{
-    ConcurrentSteps, ConsumeReceiptStep, InstanceRef, SetExpect, Step, StepAction, TurnStep,
+    CapabilityCallStep, CapabilityRef, ConcurrentSteps, ConsumeReceiptStep, InstanceRef, SetExpect,
+    Step, StepAction, TurnStep,
 };
 
 impl Translator {
+    /// The alias of the capability issued with `secret`.
+    fn capability_alias(&self, secret: &str) -> Result<String, Untranslatable> {
+        self.driver
+            .capability_with_secret(secret)
+            .and_then(|id| self.aliases.get(&id).cloned())
+            .ok_or_else(|| "a raced capability call of a capability with no alias".to_string())
+    }
+
     /// The actions the driver raced, as one `concurrently` step. The model
     /// applied them one at a time in the order written; its answers must be
     /// one of the orders the linearizability rules give (the rules the
@@ -52,8 +61,11 @@ impl Translator {
         }
         let raced = actions
             .iter()
-            // The generator races no capability call, so no secret needs a capability id.
-            .map(|action| RacedAction::from_action(action, &|_| None))
+            .map(|action| {
+                RacedAction::from_action(action, &|secret| {
+                    self.driver.capability_with_secret(secret)
+                })
+            })
             .collect::<Option<Vec<_>>>()
             .ok_or("a raced action the linearizability rules do not decide")?;
         let start = RaceState::before(before, &raced);
@@ -109,6 +121,35 @@ impl Translator {
                 Action::Cancel { instance } => StepAction::Cancel(InstanceRef {
                     instance: self.instance(instance)?,
                 }),
+                Action::CapabilityCall {
+                    secret,
+                    task,
+                    agent,
+                    tool,
+                    arguments,
+                    call_id,
+                } => {
+                    let agent = self.instance(agent)?;
+                    touched.push(agent.clone());
+                    StepAction::CapabilityCall(CapabilityCallStep {
+                        capability: self.capability_alias(secret)?,
+                        wrong_secret: false,
+                        task: task.clone(),
+                        agent,
+                        tool: tool.clone(),
+                        arguments: arguments.clone(),
+                        call_id: call_id.clone(),
+                    })
+                }
+                Action::RevokeCapability { capability } => {
+                    StepAction::RevokeCapability(CapabilityRef {
+                        capability: self
+                            .aliases
+                            .get(capability)
+                            .cloned()
+                            .ok_or_else(|| format!("capability `{capability}` has no alias"))?,
+                    })
+                }
                 other => return Err(format!("`{}` is not raced by the driver", other.method())),
             };
             inner.push(Step {
