@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 #! Every speed figure of the harness in one run, printed as one table: the catalogue in-process and over stdio (--jobs 1 and 2), the protocol's round trip against a raw pipe, host fuzzing operations/s, model_sequence inputs/s.
-# Usage: harness/cli/benches/bench.sh [--fuzz-seconds N]   (release build; CARGO_TARGET_DIR is honoured)
+# Usage: harness/cli/benches/bench.sh [--fuzz-seconds N] [--no-criterion]   (release build; CARGO_TARGET_DIR is honoured)
+# --no-criterion leaves out the round trip and model_sequence rows, whose
+# benchmarks take minutes to build.
 #
 # Why one script: the figures move together with the machine's load, so they
 # are only comparable when measured in one sitting; the load average before
@@ -16,10 +18,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 fuzz_seconds=10
+criterion=yes
 while [ $# -gt 0 ]; do
     case "$1" in
         --fuzz-seconds) fuzz_seconds="${2:?--fuzz-seconds needs a number of seconds}"; shift 2 ;;
-        *) echo "bench.sh: unknown argument '$1'; it takes --fuzz-seconds N" >&2; exit 2 ;;
+        --no-criterion) criterion=no; shift ;;
+        *) echo "bench.sh: unknown argument '$1'; it takes --fuzz-seconds N and --no-criterion" >&2; exit 2 ;;
     esac
 done
 target="${CARGO_TARGET_DIR:-$PWD/target}"
@@ -29,8 +33,10 @@ trap 'rm -rf "$out"' EXIT
 
 echo "building (release) ..." >&2
 cargo build --release -q -p delegation-harness -p delegation-host --bins
-cargo bench -q --no-run -p delegation-host --bench process_round_trip 2>/dev/null
-cargo bench -q --no-run -p delegation-model --bench fuzz_sequence 2>/dev/null
+if [ "$criterion" = yes ]; then
+    cargo bench -q --no-run -p delegation-host --bench process_round_trip 2>/dev/null
+    cargo bench -q --no-run -p delegation-model --bench fuzz_sequence 2>/dev/null
+fi
 
 scenarios=$(ls scenarios/*/[0-9]*.json | wc -l)
 load_before="$(uptime | sed 's/.*load average: //')"
@@ -89,7 +95,8 @@ fuzz "host fuzzing, over stdio" --host "$bin/delegation-reference-host"
 # Criterion's mean of one benchmark, in nanoseconds per iteration.
 mean_ns() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate'])" "$target/criterion/$1/new/estimates.json"; }
 
-echo "criterion: protocol round trip ..." >&2
+if [ "$criterion" = yes ]; then
+    echo "criterion: protocol round trip ..." >&2
 cargo bench -q -p delegation-host --bench process_round_trip -- --warm-up-time 1 --measurement-time 4 --noplot > /dev/null 2>&1
 process=$(mean_ns round_trip/process_host_state_observe)
 pipe=$(mean_ns round_trip/raw_pipe_cat)
@@ -106,6 +113,7 @@ for name in committed_seeds max_ops_inputs; do
     inputs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['throughput']['Elements'])" "$target/criterion/fuzz_model_sequence/$name/new/benchmark.json")
     row "model_sequence, $name" "$(printf "%'.0f inputs/s" "$(echo "$inputs * 1000000000 / $ns" | bc -l)")" "plain build, $inputs inputs per iteration"
 done
+fi
 
 load_after="$(uptime | sed 's/.*load average: //')"
 echo

@@ -17,6 +17,7 @@ pub mod events;
 pub mod execute;
 pub mod expect_check;
 pub mod host_expectations;
+pub mod job_runtimes;
 pub mod live_observers;
 pub mod observer_set;
 pub mod provenance;

@@ -143,8 +143,25 @@ pub async fn run(
     let started = Arc::new(AtomicUsize::new(0));
     let (give_up, gave_up) = watch::channel(None::<String>);
     let give_up = Arc::new(give_up);
+    // With two jobs or more each runs on a runtime of its own (see
+    // `job_runtimes`): the catalogue with `--jobs 2` took 2.5 to 2.8 s of
+    // CPU that way against 2.8 to 2.9 s on the shared runtime, and 2.8 to
+    // 3.6 s of wall time against 4.2 to 4.9 s. One job stays on the caller's
+    // runtime: the hop to a thread of its own gained nothing there.
+    let job_runtimes = if options.jobs >= 2 {
+        match crate::job_runtimes::JobRuntimes::start(options.jobs) {
+            Ok(runtimes) => Some(Arc::new(runtimes)),
+            Err(e) => {
+                tracing::warn!("cannot start a runtime per job ({e}); the jobs share one");
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut tasks = JoinSet::new();
     for scenario in scenarios {
+        let job_runtimes = job_runtimes.clone();
         let publish = verdicts[&scenario.id].clone();
         let control = scenario
             .control
@@ -189,23 +206,34 @@ pub async fn run(
                 id: scenario.id.clone(),
             });
             let mark = descriptors.mark();
-            let watched = FaultWatch::new(worlds.clone());
-            let held = options
-                .max_model_hold
-                .map(|longest| with_model_holds_capped(&scenario, longest));
-            let mut execution = execute(
-                held.as_ref().unwrap_or(&scenario),
-                launcher.as_ref(),
-                &watched,
-                &options.exec,
-                &events,
-            )
-            .await;
+            let to_run = match options.max_model_hold {
+                Some(longest) => with_model_holds_capped(&scenario, longest),
+                None => scenario.clone(),
+            };
+            let work = {
+                let (launcher, options, events) =
+                    (launcher.clone(), options.clone(), events.clone());
+                let watched = FaultWatch::new(worlds.clone());
+                async move {
+                    let execution = execute(
+                        &to_run,
+                        launcher.as_ref(),
+                        &watched,
+                        &options.exec,
+                        &events,
+                    )
+                    .await;
+                    (execution, watched.first_fault())
+                }
+            };
+            let (mut execution, observer_fault) = match &job_runtimes {
+                Some(runtimes) => runtimes.run(work).await,
+                None => work.await,
+            };
             // The harness's own failure (an observer's, or too few
             // descriptors) decides nothing about the host, whatever the
             // host did with it.
-            let harness_failure = watched
-                .first_fault()
+            let harness_failure = observer_fault
                 .map(|fault| format!("the harness's own observer failed: {fault}"))
                 .or_else(|| descriptors.shortage_since(mark));
             if let Some(failure) = harness_failure
@@ -281,6 +309,7 @@ pub async fn run(
             }
         }
     }
+    drop(job_runtimes);
     let gave_up = gave_up.borrow().clone();
     let host_unreachable = gave_up.is_some()
         || (started.load(Ordering::SeqCst) == 0 && start_failures.load(Ordering::SeqCst) > 0);

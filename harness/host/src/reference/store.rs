@@ -62,6 +62,15 @@ impl SqliteJournal {
         // that switching the journal mode does not sync either.
         conn.pragma_update(None, "synchronous", "OFF")
             .map_err(open_err)?;
+        // Only this connection ever opens the store (a restart closes the
+        // old one first), so it keeps its lock: no lock calls per
+        // transaction, and the WAL's index lives in this process's memory
+        // rather than in a shared `-shm` file created, mapped and removed
+        // per store. Set before WAL mode, which reads it. Creating, using and
+        // removing a store in memory: 0.47 ms against 0.30 ms with it
+        // (`cargo bench -p delegation-host --bench store_open`).
+        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+            .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
         conn.execute(

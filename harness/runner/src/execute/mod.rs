@@ -209,7 +209,7 @@ pub async fn execute(
 
     let store = match tempfile::Builder::new()
         .prefix("delegation-store-")
-        .tempdir()
+        .tempdir_in(store_dir::store_parent())
     {
         Ok(dir) => StoreDir::new(dir),
         Err(e) => {
