@@ -31,7 +31,7 @@ impl HostState {
             let ceiling = Authority {
                 sandbox,
                 approval_policy: req.approval_policy.clone().canonical(),
-                tools,
+                tools: tools.into(),
                 cwd,
                 provider: req.provider.clone(),
                 delegation_depth: req.delegation_depth,
