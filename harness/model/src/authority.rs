@@ -6,6 +6,7 @@
 //! is denied rather than mapped to something broader.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -329,8 +330,81 @@ fn rank(v: PolicyVerdict) -> u8 {
     }
 }
 
-/// A tool as sealed into an authority: its name and the digest of its definition.
-pub type ToolSeal = BTreeMap<String, String>;
+/// The tools sealed into an authority: each name and the digest of its definition.
+///
+/// A map shared between clones and copied when one is changed: an authority
+/// is cloned into every record, snapshot and answer, and its seal rarely
+/// changes after admission. Reads and writes go through the map it derefs
+/// to; its JSON, schema and debug form are the map's.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ToolSeal(Arc<BTreeMap<String, String>>);
+
+impl ToolSeal {
+    pub fn new() -> ToolSeal {
+        ToolSeal::default()
+    }
+}
+
+impl std::ops::Deref for ToolSeal {
+    type Target = BTreeMap<String, String>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ToolSeal {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl std::fmt::Debug for ToolSeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<BTreeMap<String, String>> for ToolSeal {
+    fn from(map: BTreeMap<String, String>) -> ToolSeal {
+        ToolSeal(Arc::new(map))
+    }
+}
+
+impl<const N: usize> From<[(String, String); N]> for ToolSeal {
+    fn from(pairs: [(String, String); N]) -> ToolSeal {
+        ToolSeal(Arc::new(pairs.into()))
+    }
+}
+
+impl FromIterator<(String, String)> for ToolSeal {
+    fn from_iter<I: IntoIterator<Item = (String, String)>>(pairs: I) -> ToolSeal {
+        ToolSeal(Arc::new(pairs.into_iter().collect()))
+    }
+}
+
+impl<'a> IntoIterator for &'a ToolSeal {
+    type Item = (&'a String, &'a String);
+    type IntoIter = std::collections::btree_map::Iter<'a, String, String>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl JsonSchema for ToolSeal {
+    fn inline_schema() -> bool {
+        <BTreeMap<String, String>>::inline_schema()
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <BTreeMap<String, String>>::schema_name()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        <BTreeMap<String, String>>::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <BTreeMap<String, String>>::json_schema(generator)
+    }
+}
 
 /// The whole authority of an instance. Every axis is compared; the order is the product order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -157,8 +157,55 @@ pub fn canonical_json(value: &Value) -> Result<String, DefinitionError> {
     serde_json_canonicalizer::to_string(value).map_err(|e| DefinitionError::Json(e.to_string()))
 }
 
+/// The latest results of a pure function, compared by input: a sequence
+/// digests the same few arguments, requests and definitions again and again,
+/// and a canonical write and a hash cost far more than a comparison.
+pub(crate) struct Recent<K, V> {
+    entries: Vec<(K, V)>,
+    /// The entry the next new input replaces once the memo is full.
+    next: usize,
+}
+
+impl<K: PartialEq, V: Clone> Recent<K, V> {
+    /// How many results are kept: enough for the inputs one sequence repeats.
+    const CAPACITY: usize = 16;
+
+    pub(crate) const fn new() -> Recent<K, V> {
+        Recent {
+            entries: Vec::new(),
+            next: 0,
+        }
+    }
+
+    /// The result for `key`, computed by `compute` unless it is among the latest.
+    pub(crate) fn get_or(&mut self, key: &K, compute: impl FnOnce() -> V) -> V
+    where
+        K: Clone,
+    {
+        if let Some((_, value)) = self.entries.iter().find(|(k, _)| k == key) {
+            return value.clone();
+        }
+        let value = compute();
+        if self.entries.len() < Self::CAPACITY {
+            self.entries.push((key.clone(), value.clone()));
+        } else {
+            self.entries[self.next] = (key.clone(), value.clone());
+            self.next = (self.next + 1) % Self::CAPACITY;
+        }
+        value
+    }
+}
+
 /// Lowercase hex SHA-256 of a value's canonical JSON, prefixed `sha256:`.
 pub fn digest_value(value: &Value) -> Result<String, DefinitionError> {
+    thread_local! {
+        static RECENT: std::cell::RefCell<Recent<Value, Result<String, DefinitionError>>> =
+            const { std::cell::RefCell::new(Recent::new()) };
+    }
+    RECENT.with_borrow_mut(|recent| recent.get_or(value, || digest_uncached(value)))
+}
+
+fn digest_uncached(value: &Value) -> Result<String, DefinitionError> {
     let canonical = canonical_json(value)?;
     Ok(format!(
         "sha256:{}",
@@ -215,6 +262,15 @@ impl ToolDefinition {
     }
 
     pub fn from_value(raw: Value) -> Result<ToolDefinition, DefinitionError> {
+        thread_local! {
+            static RECENT: std::cell::RefCell<Recent<Value, Result<ToolDefinition, DefinitionError>>> =
+                const { std::cell::RefCell::new(Recent::new()) };
+        }
+        RECENT
+            .with_borrow_mut(|recent| recent.get_or(&raw, || ToolDefinition::digested(raw.clone())))
+    }
+
+    fn digested(raw: Value) -> Result<ToolDefinition, DefinitionError> {
         let Some(obj) = raw.as_object() else {
             return Err(DefinitionError::NotADefinition);
         };

@@ -12,7 +12,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// An absolute path in normal form.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NormalPath {
-    components: Vec<String>,
+    /// Shared: an authority is cloned into every record, snapshot and
+    /// answer, and a path never changes once parsed.
+    components: std::sync::Arc<[String]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -45,7 +47,9 @@ impl NormalPath {
                 other => components.push(other.to_string()),
             }
         }
-        Ok(NormalPath { components })
+        Ok(NormalPath {
+            components: components.into(),
+        })
     }
 
     /// Whether `self` is `other` or lies below it: `/w/repo` contains
@@ -71,7 +75,7 @@ impl fmt::Display for NormalPath {
         if self.components.is_empty() {
             return f.write_str("/");
         }
-        for c in &self.components {
+        for c in self.components.iter() {
             write!(f, "/{c}")?;
         }
         Ok(())

@@ -65,8 +65,10 @@ pub enum SimChange {
 pub struct World {
     pub state: HostState,
     pub journal: MemoryJournal,
-    /// The simulated tool server's definitions, digested once when they change.
-    pub tools: LiveTools,
+    /// The simulated tool server's definitions, digested once when they
+    /// change, and shared: every action lends them to the sequence, and a
+    /// sequence of operations starts from the same few.
+    pub tools: Arc<LiveTools>,
     pub replies: Vec<(String, SimReply)>,
     pub authorizer: AuthorizerAnswer,
     /// Set by [`SimChange::AuthorizerAllows`] and [`SimChange::AuthorizerAnswers`]:
@@ -90,11 +92,13 @@ impl World {
         World {
             state: HostState::new("world-seal-key".into()),
             journal: MemoryJournal::default(),
-            tools: tools
-                .into_iter()
-                .filter_map(|t| ToolDefinition::from_value(t).ok())
-                .map(|d| (d.name.clone(), d))
-                .collect(),
+            tools: Arc::new(
+                tools
+                    .into_iter()
+                    .filter_map(|t| ToolDefinition::from_value(t).ok())
+                    .map(|d| (d.name.clone(), d))
+                    .collect(),
+            ),
             replies,
             authorizer: AuthorizerAnswer::Unavailable("no authorizer scripted".into()),
             authorizer_answers: None,
@@ -147,18 +151,18 @@ impl World {
                 }));
                 match redefined {
                     Ok(d) => {
-                        self.tools.insert(name, d);
+                        Arc::make_mut(&mut self.tools).insert(name, d);
                     }
                     // An undigestable definition is one the host cannot list: as good as removed.
                     Err(_) => {
-                        self.tools.remove(&name);
+                        Arc::make_mut(&mut self.tools).remove(&name);
                     }
                 }
                 self.list_changed_pending |= announce;
             }
             SimChange::RemoveTool { name, announce } => {
                 recorded.push(Some(WorldChange::ToolRemoved { tool: name.clone() }));
-                self.tools.remove(&name);
+                Arc::make_mut(&mut self.tools).remove(&name);
                 self.list_changed_pending |= announce;
             }
             SimChange::Authorizer(answer) => {
@@ -264,12 +268,11 @@ impl World {
     }
 
     fn perform(&mut self, action: &Action) -> ActionResult {
-        // Lent rather than cloned: no action changes the tool server's list,
-        // and a clone of every definition, JSON values and all, per action
-        // was among the largest allocation costs of the fuzz target.
-        let live = Arc::new(std::mem::take(&mut self.tools));
+        // Shared rather than cloned: no action changes the tool server's
+        // list, and a clone of every definition, JSON values and all, per
+        // action was among the largest allocation costs of the fuzz target.
         let mut observers = SimObservers {
-            live: live.clone(),
+            live: self.tools.clone(),
             replies: &self.replies,
             authorizer: &self.authorizer,
             authorizer_answers: self.authorizer_answers.as_ref(),
@@ -284,7 +287,6 @@ impl World {
         };
         let performed = sequence::run_ready(sequence::perform(&mut core, &mut observers, action));
         drop(observers);
-        self.tools = Arc::try_unwrap(live).unwrap_or_else(|shared| (*shared).clone());
         match performed {
             Ok(result) => result,
             Err(Stop::Crashed) => {

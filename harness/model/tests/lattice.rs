@@ -101,7 +101,7 @@ fn authority(
     Authority {
         sandbox: sandbox.clone(),
         approval_policy: policy.clone(),
-        tools: tools.clone(),
+        tools: tools.clone().into(),
         cwd: cwd.clone(),
         provider: provider.into(),
         delegation_depth: depth,

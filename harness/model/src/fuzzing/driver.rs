@@ -75,7 +75,7 @@ impl Driver {
     pub fn with_configuration(configuration: Configuration) -> Driver {
         // Every input starts from the same three definitions: digest them
         // once per process rather than once per input.
-        static PROBE_TOOLS: std::sync::OnceLock<crate::state::LiveTools> =
+        static PROBE_TOOLS: std::sync::OnceLock<std::sync::Arc<crate::state::LiveTools>> =
             std::sync::OnceLock::new();
         let probe_tools = PROBE_TOOLS.get_or_init(|| {
             let definitions = vec![

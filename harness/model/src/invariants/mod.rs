@@ -201,7 +201,7 @@ fn checker(id: InvariantId) -> Box<dyn Checker> {
         TC1 => Box::new(tc1),
         TC2 => Box::new(tc2),
         TC3 => Box::new(tc3),
-        TC4 => Box::new(tc4),
+        TC4 => Box::new(Tc4::default()),
         TC5 => Box::new(Tc5::default()),
         RS1 => Box::new(Rs1::default()),
         RS2 => Box::new(Rs2::default()),

@@ -104,62 +104,89 @@ pub(super) fn tc3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
 /// notifications); the one exception is the token of the answer that
 /// issued a host-generated secret. A harness-chosen secret (the canary) is
 /// never echoed at all. The secrets looked for are those issued so far.
-pub(super) fn tc4(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
-    let issued: Vec<(&str, std::borrow::Cow<'_, Capability>)> =
-        capabilities_through(facts, entry).collect();
-    // With no secret handed out there is nothing to look for, and writing
-    // out every answer and observation would cost more than every other checker.
-    if issued.is_empty() {
-        return;
+///
+/// The written form of the latest observation is kept: an entry that shares
+/// its snapshot with the one before (an observation right after a step) is
+/// searched in the same text, which is not written out again.
+#[derive(Default)]
+pub(super) struct Tc4 {
+    /// The latest observation written out, held so that its address names it, and its text.
+    written_observation: Option<(std::sync::Arc<Observed>, String)>,
+}
+
+impl Tc4 {
+    /// The JSON text of an entry's observation.
+    fn observation_text(&mut self, observed: &std::sync::Arc<Observed>) -> &str {
+        let unchanged = self
+            .written_observation
+            .as_ref()
+            .is_some_and(|(seen, _)| std::sync::Arc::ptr_eq(seen, observed));
+        if !unchanged {
+            let text = serde_json::to_string(&**observed).unwrap_or_default();
+            self.written_observation = Some((observed.clone(), text));
+        }
+        &self.written_observation.as_ref().expect("written above").1
     }
-    // Borrowed where the text is already there: a host's log can be long.
-    let mut texts: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();
-    if let Some((_, Some(result))) = action_of(entry) {
-        let mut shown = result.clone();
-        // A host-generated secret is handed over once, in its issuing answer's token.
-        let issues_host_secret = issued
-            .iter()
-            .any(|(_, c)| c.issued_at_step == entry.step && c.host_generated);
-        if let (true, Some(token)) = (issues_host_secret, shown.capability.as_mut()) {
-            token.secret = None;
+}
+
+impl Checker for Tc4 {
+    fn take(&mut self, facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
+        let issued: Vec<(&str, std::borrow::Cow<'_, Capability>)> =
+            capabilities_through(facts, entry).collect();
+        // With no secret handed out there is nothing to look for, and writing
+        // out every answer and observation would cost more than every other checker.
+        if issued.is_empty() {
+            return;
+        }
+        // Borrowed where the text is already there: a host's log can be long.
+        let mut texts: Vec<(&str, std::borrow::Cow<'_, str>)> = Vec::new();
+        if let Some((_, Some(result))) = action_of(entry) {
+            // A host-generated secret is handed over once, in its issuing answer's token.
+            let issues_host_secret = issued
+                .iter()
+                .any(|(_, c)| c.issued_at_step == entry.step && c.host_generated);
+            let answer = match (issues_host_secret, &result.capability) {
+                (true, Some(_)) => {
+                    let mut shown = result.clone();
+                    if let Some(token) = shown.capability.as_mut() {
+                        token.secret = None;
+                    }
+                    serde_json::to_string(&shown)
+                }
+                _ => serde_json::to_string(result),
+            };
+            texts.push(("answer", answer.unwrap_or_default().into()));
+        }
+        if let Some(observed) = &entry.observed {
+            texts.push(("observation", self.observation_text(observed).into()));
         }
         texts.push((
-            "answer",
-            serde_json::to_string(&shown).unwrap_or_default().into(),
+            "handler call arguments",
+            serde_json::to_string(&entry.evidence.handler_calls)
+                .unwrap_or_default()
+                .into(),
         ));
-    }
-    if let Some(observed) = &entry.observed {
+        // PROTOCOL.md: the secret never appears in logs, and the harness searches.
         texts.push((
-            "observation",
-            serde_json::to_string(observed).unwrap_or_default().into(),
+            "host's log (stderr or a `log` notification)",
+            entry.evidence.host_log.as_str().into(),
         ));
-    }
-    texts.push((
-        "handler call arguments",
-        serde_json::to_string(&entry.evidence.handler_calls)
-            .unwrap_or_default()
-            .into(),
-    ));
-    // PROTOCOL.md: the secret never appears in logs, and the harness searches.
-    texts.push((
-        "host's log (stderr or a `log` notification)",
-        entry.evidence.host_log.as_str().into(),
-    ));
-    for (where_, text) in texts {
-        for (secret, capability) in issued
-            .iter()
-            .filter(|(s, _)| !s.is_empty() && text.contains(*s))
-        {
-            out.push(violation(
-                InvariantId::TC4,
-                entry.step,
-                format!(
-                    "the secret of capability `{}` (length {}) appears in the {where_}; it must never be echoed",
-                    capability.id,
-                    secret.len()
-                ),
-                json!({"where": where_, "capability": capability.id}),
-            ));
+        for (where_, text) in texts {
+            for (secret, capability) in issued
+                .iter()
+                .filter(|(s, _)| !s.is_empty() && text.contains(*s))
+            {
+                out.push(violation(
+                    InvariantId::TC4,
+                    entry.step,
+                    format!(
+                        "the secret of capability `{}` (length {}) appears in the {where_}; it must never be echoed",
+                        capability.id,
+                        secret.len()
+                    ),
+                    json!({"where": where_, "capability": capability.id}),
+                ));
+            }
         }
     }
 }

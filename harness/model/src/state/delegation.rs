@@ -31,7 +31,7 @@ impl HostState {
             let ceiling = Authority {
                 sandbox,
                 approval_policy: req.approval_policy.clone().canonical(),
-                tools,
+                tools: tools.into(),
                 cwd,
                 provider: req.provider.clone(),
                 delegation_depth: req.delegation_depth,
@@ -70,7 +70,15 @@ impl HostState {
 
     /// The canonical commitment to a spawn request: what a receipt binds.
     pub fn commitment(request: &SpawnRequest) -> String {
-        digest_value(&to_value(request)).unwrap_or_else(|e| format!("invalid:{e}"))
+        thread_local! {
+            static RECENT: std::cell::RefCell<crate::digest::Recent<SpawnRequest, String>> =
+                const { std::cell::RefCell::new(crate::digest::Recent::new()) };
+        }
+        RECENT.with_borrow_mut(|recent| {
+            recent.get_or(request, || {
+                digest_value(&to_value(request)).unwrap_or_else(|e| format!("invalid:{e}"))
+            })
+        })
     }
 
     /// Local admission of a delegation: lifecycle, target, ceiling, role, tools (no side effects).
