@@ -163,7 +163,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_abandoned_job_is_dropped_before_the_runtimes_are_gone() {
+    async fn an_interrupted_job_is_aborted_on_its_runtime() {
         struct SetOnDrop(Arc<AtomicBool>);
         impl Drop for SetOnDrop {
             fn drop(&mut self) {
@@ -188,10 +188,18 @@ mod tests {
         })
         .await;
         assert!(interrupted.is_ok(), "the job started");
-        drop(runtimes);
+        // Aborted on its runtime while the runtimes still run: without the
+        // abort it would stay pending there until the pool is dropped.
+        let aborted = tokio::time::timeout(Duration::from_secs(10), async {
+            while !dropped.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
         assert!(
-            dropped.load(Ordering::SeqCst),
-            "the job's state went with the runtimes"
+            aborted.is_ok(),
+            "the interrupted job's state was dropped on its runtime"
         );
+        drop(runtimes);
     }
 }
