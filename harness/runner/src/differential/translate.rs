@@ -522,6 +522,48 @@ impl Translator {
             .ok_or_else(|| format!("instance `{id}` has no alias (it was never reported created)"))
     }
 
+    /// The alias of the capability the driver knows by `id`.
+    fn capability(&self, id: &str) -> Result<String, Untranslatable> {
+        self.aliases
+            .get(id)
+            .cloned()
+            .ok_or_else(|| format!("capability `{id}` has no alias"))
+    }
+
+    /// A capability call, `call`, through the capability aliased
+    /// `capability` (a wrong secret in its place when `wrong_secret`); its
+    /// agent is touched by it.
+    fn capability_call_step(
+        &self,
+        capability: String,
+        wrong_secret: bool,
+        call: &Action,
+        touched: &mut Vec<String>,
+    ) -> Result<StepAction, Untranslatable> {
+        let Action::CapabilityCall {
+            task,
+            agent,
+            tool,
+            arguments,
+            call_id,
+            ..
+        } = call
+        else {
+            return Err(format!("`{}` is not a capability call", call.method()));
+        };
+        let agent = self.instance(agent)?;
+        touched.push(agent.clone());
+        Ok(StepAction::CapabilityCall(CapabilityCallStep {
+            capability,
+            wrong_secret,
+            task: task.clone(),
+            agent,
+            tool: tool.clone(),
+            arguments: arguments.clone(),
+            call_id: call_id.clone(),
+        }))
+    }
+
     fn action(
         &mut self,
         k: usize,
@@ -757,44 +799,19 @@ impl Translator {
                     expires_at: *expires_at,
                 })
             }
-            Action::CapabilityCall {
-                secret,
-                task,
-                agent,
-                tool,
-                arguments,
-                call_id,
-            } => {
+            Action::CapabilityCall { secret, .. } => {
                 // The driver presents the capability it picked (or a wrong
                 // secret in its place): the same pick, as an alias.
                 let id = self
                     .driver
                     .presented_capability()
                     .ok_or("a capability call with no capability issued")?;
-                let capability = self
-                    .aliases
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| format!("capability `{id}` has no alias"))?;
-                let agent = self.instance(agent)?;
-                touched.push(agent.clone());
-                StepAction::CapabilityCall(CapabilityCallStep {
-                    capability,
-                    wrong_secret: secret == WRONG_SECRET,
-                    task: task.clone(),
-                    agent,
-                    tool: tool.clone(),
-                    arguments: arguments.clone(),
-                    call_id: call_id.clone(),
-                })
+                let capability = self.capability(&id)?;
+                self.capability_call_step(capability, secret == WRONG_SECRET, action, &mut touched)?
             }
             Action::RevokeCapability { capability } => {
                 StepAction::RevokeCapability(CapabilityRef {
-                    capability: self
-                        .aliases
-                        .get(capability)
-                        .cloned()
-                        .ok_or_else(|| format!("capability `{capability}` has no alias"))?,
+                    capability: self.capability(capability)?,
                 })
             }
             // The driver revokes a grant only when it is the only one: the

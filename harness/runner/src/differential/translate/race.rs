@@ -7,8 +7,8 @@ use delegation_model::{Action, HistoryEntry, Observed, Outcome, StepKind};
 
 use super::{Translator, Untranslatable, touched_ids};
 use crate::scenario::{
-    CapabilityCallStep, CapabilityRef, ConcurrentSteps, ConsumeReceiptStep, InstanceRef, SetExpect,
-    Step, StepAction, TurnStep,
+    CapabilityRef, ConcurrentSteps, ConsumeReceiptStep, InstanceRef, SetExpect, Step, StepAction,
+    TurnStep,
 };
 
 impl Translator {
@@ -121,33 +121,13 @@ impl Translator {
                 Action::Cancel { instance } => StepAction::Cancel(InstanceRef {
                     instance: self.instance(instance)?,
                 }),
-                Action::CapabilityCall {
-                    secret,
-                    task,
-                    agent,
-                    tool,
-                    arguments,
-                    call_id,
-                } => {
-                    let agent = self.instance(agent)?;
-                    touched.push(agent.clone());
-                    StepAction::CapabilityCall(CapabilityCallStep {
-                        capability: self.capability_alias(secret)?,
-                        wrong_secret: false,
-                        task: task.clone(),
-                        agent,
-                        tool: tool.clone(),
-                        arguments: arguments.clone(),
-                        call_id: call_id.clone(),
-                    })
+                Action::CapabilityCall { secret, .. } => {
+                    let capability = self.capability_alias(secret)?;
+                    self.capability_call_step(capability, false, action, &mut touched)?
                 }
                 Action::RevokeCapability { capability } => {
                     StepAction::RevokeCapability(CapabilityRef {
-                        capability: self
-                            .aliases
-                            .get(capability)
-                            .cloned()
-                            .ok_or_else(|| format!("capability `{capability}` has no alias"))?,
+                        capability: self.capability(capability)?,
                     })
                 }
                 other => return Err(format!("`{}` is not raced by the driver", other.method())),
