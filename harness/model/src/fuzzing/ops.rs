@@ -648,6 +648,13 @@ pub fn fuzz_configuration(authorizer_required: bool, strict_mode: bool) -> Confi
     }
 }
 
+/// The configuration a fuzzed host runs `ops` with: an external authorizer
+/// when any operation scripts one, strict mode when any switches it on.
+pub fn configuration_for(ops: &[Op]) -> Configuration {
+    let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
+    fuzz_configuration(authorizer, ops.contains(&Op::Strict))
+}
+
 /// Decodes at most [`MAX_OPS`] operations; trailing bytes too short for a
 /// whole operation are zero-filled by `arbitrary`, as libFuzzer expects.
 pub fn decode_ops(data: &[u8]) -> Vec<Op> {

@@ -67,9 +67,7 @@ fn instance_indexes(op: &mut Op) -> Vec<(&mut u8, Among)> {
 
 /// A driver configured as the differential translation configures one for `ops`.
 fn driver_for(ops: &[Op]) -> Driver {
-    let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
-    let strict = ops.contains(&Op::Strict);
-    Driver::with_configuration(fuzz_configuration(authorizer, strict))
+    Driver::with_configuration(configuration_for(ops))
 }
 
 /// The origins of the instances `driver` handed out, in its order, and the

@@ -25,7 +25,7 @@ use crate::scenario::{
     UNKNOWN_ALIAS, WaitStep,
 };
 use delegation_model::fuzzing::{
-    Driver, NEVER_ISSUED_RECEIPT, Op, WRONG_SECRET, authorizer_behaviour, fuzz_configuration,
+    Driver, NEVER_ISSUED_RECEIPT, Op, WRONG_SECRET, authorizer_behaviour, configuration_for,
 };
 use delegation_model::world::{SimChange, SimReply};
 use delegation_model::{
@@ -139,12 +139,11 @@ struct Translator {
 
 /// Translates `ops` into the scenario `id` (`area/NNN-name`).
 pub fn translate(ops: &[Op], id: &str, title: &str) -> Translation {
-    let authorizer = ops.iter().any(|o| matches!(o, Op::Authorizer { .. }));
-    let strict = ops.contains(&Op::Strict);
     let canaries = ops
         .iter()
         .any(|o| matches!(o, Op::Issue { .. } | Op::CapabilityUse { .. }));
-    let configuration = fuzz_configuration(authorizer, strict);
+    let configuration = configuration_for(ops);
+    let authorizer = configuration.authorizer_required;
     // The real authorizer's allow is bound to the request; so is the
     // driver's (`bound_allows`, on by default).
     let driver = Driver::with_configuration(configuration.clone());
