@@ -143,21 +143,17 @@ pub async fn run(
     let started = Arc::new(AtomicUsize::new(0));
     let (give_up, gave_up) = watch::channel(None::<String>);
     let give_up = Arc::new(give_up);
-    // With two jobs or more each runs on a runtime of its own (see
-    // `job_runtimes`): the catalogue with `--jobs 2` took 2.5 to 2.8 s of
-    // CPU that way against 2.8 to 2.9 s on the shared runtime, and 2.8 to
-    // 3.6 s of wall time against 4.2 to 4.9 s. One job stays on the caller's
-    // runtime: the hop to a thread of its own gained nothing there.
-    let job_runtimes = if options.jobs >= 2 {
-        match crate::job_runtimes::JobRuntimes::start(options.jobs) {
-            Ok(runtimes) => Some(Arc::new(runtimes)),
-            Err(e) => {
-                tracing::warn!("cannot start a runtime per job ({e}); the jobs share one");
-                None
-            }
+    // Every job runs on a runtime of its own (see `job_runtimes`), one job
+    // too: the catalogue with `--jobs 2` took 2.5 to 2.8 s of CPU that way
+    // against 2.8 to 2.9 s on the shared runtime; with `--jobs 1`, 3.2 to
+    // 4.0 s of CPU against 5.7 s (load 1.2 to 1.9), the shared runtime's
+    // workers spending a third of their time waking each other.
+    let job_runtimes = match crate::job_runtimes::JobRuntimes::start(options.jobs) {
+        Ok(runtimes) => Some(Arc::new(runtimes)),
+        Err(e) => {
+            tracing::warn!("cannot start a runtime per job ({e}); the jobs share one");
+            None
         }
-    } else {
-        None
     };
     let mut tasks = JoinSet::new();
     for scenario in scenarios {
