@@ -393,6 +393,7 @@ pub fn fuzz(args: FuzzArgs) -> anyhow::Result<i32> {
     });
     let exec = ExecOptions {
         step_deadline: Duration::from_millis(args.step_timeout_ms),
+        ..ExecOptions::default()
     };
     let launcher = launcher_for(&args, &exec)?;
     // One thread: a case's host, observers and checks hand work to each

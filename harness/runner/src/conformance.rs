@@ -263,6 +263,7 @@ impl Conformance {
             seed: self.seed,
             exec: ExecOptions {
                 step_deadline: self.step_deadline,
+                ..ExecOptions::default()
             },
             // The embedded host does all of an action's work before it
             // answers: a hold would only be waited out.

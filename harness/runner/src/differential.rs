@@ -44,6 +44,10 @@ pub async fn run_scenario(
 ) -> (CaseResult, Execution) {
     // The runner's events are for reporters; fuzzing reads the execution itself.
     let (events, _) = tokio::sync::mpsc::unbounded_channel();
+    let exec = &ExecOptions {
+        transcript: false,
+        ..exec.clone()
+    };
     // Outside tokio's cooperative budget: an in-process case is one long
     // poll of ready futures that spends the budget, and the model endpoint's
     // mock server, dropped at the end of it, takes a tokio lock through a
@@ -102,6 +106,7 @@ pub fn fuzz_host(data: &[u8], launcher: &dyn HostLauncher) {
     }
     let exec = ExecOptions {
         step_deadline: std::time::Duration::from_secs(10),
+        ..ExecOptions::default()
     };
     let (translation, result) = runtime().block_on(run_ops(&ops, launcher, &exec));
     match result {
@@ -117,12 +122,14 @@ pub fn fuzz_host(data: &[u8], launcher: &dyn HostLauncher) {
     }
 }
 
-/// One runtime for every input: building one per input would cost more than the run.
+/// One runtime for every input: building one per input would cost more than
+/// the run. A single thread, as for `delegation-harness fuzz`: a case's host,
+/// observers and checks hand work to each other all the time, and on a
+/// multi-threaded runtime each hand-off wakes another worker.
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a tokio runtime starts")
@@ -144,6 +151,7 @@ mod tests {
     fn exec() -> ExecOptions {
         ExecOptions {
             step_deadline: std::time::Duration::from_secs(10),
+            ..ExecOptions::default()
         }
     }
 

@@ -546,6 +546,7 @@ mod tests {
         };
         let exec = ExecOptions {
             step_deadline: Duration::from_secs(10),
+            ..ExecOptions::default()
         };
         let fails = |result: CaseResult| match result {
             CaseResult::Fail { step, message } => (step, message),

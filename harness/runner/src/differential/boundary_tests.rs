@@ -10,6 +10,7 @@ use crate::execute::ExecOptions;
 fn exec() -> ExecOptions {
     ExecOptions {
         step_deadline: std::time::Duration::from_secs(10),
+        ..ExecOptions::default()
     }
 }
 

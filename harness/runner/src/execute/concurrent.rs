@@ -118,6 +118,9 @@ impl ScenarioRun<'_> {
         linearizable: bool,
         after: &Observed,
     ) {
+        if !self.options.transcript {
+            return;
+        }
         self.transcript.steps.push(json!({
             "step": index,
             "do": "concurrently",

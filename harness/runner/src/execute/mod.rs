@@ -39,12 +39,17 @@ pub struct ExecOptions {
     /// Wall-time budget for one step (host call plus observation). A host that
     /// takes longer is an `error` verdict, not a hang of the whole run.
     pub step_deadline: Duration,
+    /// Whether each step is written into the execution's transcript, which
+    /// reports and snapshots read. Fuzzing reads only the verdict and leaves
+    /// it out: it was a tenth of a fuzz case's CPU.
+    pub transcript: bool,
 }
 
 impl Default for ExecOptions {
     fn default() -> Self {
         ExecOptions {
             step_deadline: Duration::from_secs(30),
+            transcript: true,
         }
     }
 }
@@ -735,6 +740,9 @@ impl ScenarioRun<'_> {
     }
 
     fn record_transcript(&mut self, index: usize, entry: &HistoryEntry) {
+        if !self.options.transcript {
+            return;
+        }
         let step = &self.scenario.steps[index];
         let mut value = json!({
             "step": index,
