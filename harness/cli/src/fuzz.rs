@@ -11,6 +11,7 @@
 //! `delegation-harness run --scenarios DIR` replays it.
 
 pub mod kill_matrix;
+pub mod search;
 pub mod sequence;
 
 use std::path::{Path, PathBuf};
@@ -23,14 +24,14 @@ use clap::Args;
 use delegation_host::mutants::Defect;
 use delegation_host::{HostLauncher, ReferenceLauncher};
 use delegation_model::fuzzing::Op;
-use delegation_runner::differential::reach::Reach;
 use delegation_runner::differential::summary::{FuzzFinding, FuzzSummary};
 use delegation_runner::differential::{CaseResult, failing_op, run_ops, run_scenario, translate};
 use delegation_runner::execute::ExecOptions;
 use delegation_runner::{Scenario, exit_code};
 use futures_util::FutureExt;
 
-use sequence::{Generator, Sequence, ShrinkStats, Verdict};
+pub use search::search;
+use sequence::{Sequence, ShrinkStats, Verdict};
 
 #[derive(Args, Clone, Debug)]
 pub struct FuzzArgs {
@@ -57,6 +58,11 @@ pub struct FuzzArgs {
     /// Stop starting new cases after this many seconds (shrinking a finding may take longer).
     #[arg(long, value_name = "SECONDS")]
     pub time: Option<f64>,
+    /// Cases run at the same time, each with its own host, store and observers on a thread of
+    /// its own (1 to 4096). Results are read in the order the cases were generated, so a seed
+    /// finds the same first failing case whatever the jobs.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = crate::parse_jobs)]
+    pub jobs: usize,
     /// Where findings are written, as `<DIR>/fuzz/NNN-name.json` (a scenario catalogue).
     #[arg(long, default_value = "fuzz-findings", value_name = "DIR")]
     pub out: PathBuf,
@@ -255,105 +261,6 @@ fn launcher_for(args: &FuzzArgs, exec: &ExecOptions) -> anyhow::Result<Arc<dyn H
     })
 }
 
-/// The first failing case of a search.
-pub struct Finding {
-    pub seq: Sequence,
-    /// The failing operation's index in `seq`.
-    pub at: usize,
-    /// The failing step of the case's scenario, and what failed there.
-    pub step: usize,
-    pub message: String,
-}
-
-/// What a search ran, and the first case that failed.
-pub struct Search {
-    pub totals: Totals,
-    /// What the generated cases reached in the model.
-    pub reach: Reach,
-    pub finding: Option<Finding>,
-    /// The harness itself failed on a case (never a finding about the host).
-    pub harness_error: Option<String>,
-}
-
-/// Generates cases from `seed` and runs them against `launcher` until one
-/// fails, `cases` ran, `deadline` passed or `stop` was set. `progress` sees
-/// the totals after every case.
-#[allow(clippy::too_many_arguments)]
-pub async fn search(
-    seed: u64,
-    (min_ops, max_ops): (usize, usize),
-    cases: u64,
-    deadline: Option<Instant>,
-    launcher: &dyn HostLauncher,
-    exec: &ExecOptions,
-    stop: &AtomicBool,
-    mut progress: impl FnMut(&Totals),
-) -> Search {
-    let started = Instant::now();
-    let mut generator = Generator::new(seed);
-    let mut totals = Totals::default();
-    let mut reach = Reach::default();
-    let mut finding = None;
-    let mut harness_error = None;
-    while totals.cases < cases
-        && deadline.is_none_or(|d| Instant::now() < d)
-        && !stop.load(Ordering::SeqCst)
-    {
-        let seq = generator.sequence(min_ops, max_ops);
-        let ops = seq.ops();
-        // A panic in the model, the in-process host or the runner is the
-        // harness's failure, reported with the case that caused it.
-        let (translation, result) =
-            match std::panic::AssertUnwindSafe(run_ops(&ops, launcher, exec))
-                .catch_unwind()
-                .await
-            {
-                Ok(ran) => ran,
-                Err(panic) => {
-                    harness_error = Some(format!(
-                        "the harness panicked on case {} ({ops:?}): {}",
-                        totals.cases + 1,
-                        panic_message(&*panic)
-                    ));
-                    break;
-                }
-            };
-        reach.record(&ops, &translation);
-        totals.cases += 1;
-        totals.ops += translation.translated_ops as u64;
-        totals.steps += translation.scenario.steps.len() as u64;
-        totals.shortened += translation.stopped.is_some() as u64;
-        totals.elapsed = started.elapsed();
-        match result {
-            CaseResult::Pass => {}
-            CaseResult::Unsupported(_) => totals.unsupported += 1,
-            // Never a finding: the harness, not the host, failed.
-            CaseResult::HarnessError(message) => {
-                harness_error = Some(message);
-                break;
-            }
-            CaseResult::Fail { step, message } => {
-                let at = failing_op(&translation, step);
-                finding = Some(Finding {
-                    seq,
-                    at,
-                    step,
-                    message,
-                });
-                break;
-            }
-        }
-        progress(&totals);
-    }
-    totals.elapsed = started.elapsed();
-    Search {
-        totals,
-        reach,
-        finding,
-        harness_error,
-    }
-}
-
 /// `fuzz --merge`: several runs' summaries as one report.
 fn merge(args: &FuzzArgs) -> anyhow::Result<i32> {
     let mut merged = FuzzSummary::default();
@@ -450,7 +357,8 @@ async fn fuzz_async(
         (args.min_ops, args.max_ops),
         args.cases,
         deadline,
-        launcher.as_ref(),
+        args.jobs,
+        &launcher,
         &exec,
         &stop,
         |totals| {

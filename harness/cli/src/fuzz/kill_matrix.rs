@@ -85,6 +85,8 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
         defect,
         ..Default::default()
     };
+    let shared: std::sync::Arc<dyn delegation_host::HostLauncher> =
+        std::sync::Arc::new(launcher.clone());
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let outcome = search(
@@ -92,7 +94,8 @@ pub async fn fuzz_one(defect: Option<Defect>, budget: Budget) -> FuzzRow {
         (1, budget.max_ops),
         budget.cases.unwrap_or(u64::MAX),
         Some(started + budget.find),
-        &launcher,
+        1,
+        &shared,
         &exec,
         &stop,
         |_| {},
