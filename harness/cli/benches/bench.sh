@@ -89,8 +89,10 @@ fuzz() {
     row "$label" "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['operations']/d['seconds']:,.0f} ops/s\")" "$summary")" \
         "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['cases']} cases, {d['operations']} operations in {d['seconds']:.1f} s\")" "$summary")"
 }
-fuzz "host fuzzing, in-process"
-fuzz "host fuzzing, over stdio" --host "$bin/delegation-reference-host"
+fuzz "host fuzzing, in-process, --jobs 1"
+fuzz "host fuzzing, in-process, --jobs 2" --jobs 2
+fuzz "host fuzzing, over stdio, --jobs 1" --host "$bin/delegation-reference-host"
+fuzz "host fuzzing, over stdio, --jobs 2" --host "$bin/delegation-reference-host" --jobs 2
 
 # Criterion's mean of one benchmark, in nanoseconds per iteration.
 mean_ns() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate'])" "$target/criterion/$1/new/estimates.json"; }
