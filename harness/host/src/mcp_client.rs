@@ -8,6 +8,10 @@
 //! answer; `list_tools` returns those raw objects and never the typed ones.
 //! Listing also bypasses rmcp's response cache: a host checking for drift
 //! at dispatch (SD2) must see the live definitions, not a remembered list.
+//! A tool server of the harness running in this same process is reached
+//! in memory (`in_process`), through the same service and the same tap.
+
+mod in_process;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,10 +99,33 @@ impl std::fmt::Debug for McpClient {
 
 impl McpClient {
     /// Connects and completes the MCP handshake. `server_name` only labels errors.
+    /// A tool server of the harness in this same process is reached in memory.
     pub async fn connect(server_name: &str, url: &str) -> Result<McpClient, McpClientError> {
+        match delegation_observers::in_process::lookup(url) {
+            Some(service) => {
+                McpClient::connect_with(server_name, url, in_process::InProcessHttp { service })
+                    .await
+            }
+            None => McpClient::connect_over_http(server_name, url).await,
+        }
+    }
+
+    /// [`McpClient::connect`] over HTTP whatever the server, as a host in another process reaches it.
+    pub async fn connect_over_http(
+        server_name: &str,
+        url: &str,
+    ) -> Result<McpClient, McpClientError> {
+        McpClient::connect_with(server_name, url, reqwest::Client::new()).await
+    }
+
+    async fn connect_with<C: StreamableHttpClient + Sync>(
+        server_name: &str,
+        url: &str,
+        inner: C,
+    ) -> Result<McpClient, McpClientError> {
         let tap = Arc::new(Tap::default());
         let http = TappedHttp {
-            inner: reqwest::Client::new(),
+            inner,
             tap: tap.clone(),
         };
         let transport = StreamableHttpClientTransport::with_client(
@@ -422,14 +449,14 @@ fn id_key(id: &Value) -> Option<String> {
     }
 }
 
-/// reqwest under rmcp, with every SSE frame shown to the tap on its way in.
+/// The HTTP client under rmcp, with every SSE frame shown to the tap on its way in.
 #[derive(Clone)]
-struct TappedHttp {
-    inner: reqwest::Client,
+struct TappedHttp<C> {
+    inner: C,
     tap: Arc<Tap>,
 }
 
-impl TappedHttp {
+impl<C> TappedHttp<C> {
     fn tap_stream(&self, stream: BoxedSseResponse) -> BoxedSseResponse {
         let tap = self.tap.clone();
         stream
@@ -458,10 +485,10 @@ impl TappedHttp {
     }
 }
 
-type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+type HttpResult<T, E> = Result<T, StreamableHttpError<E>>;
 
-impl StreamableHttpClient for TappedHttp {
-    type Error = reqwest::Error;
+impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TappedHttp<C> {
+    type Error = C::Error;
 
     async fn post_message(
         &self,
@@ -470,7 +497,7 @@ impl StreamableHttpClient for TappedHttp {
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HttpResult<StreamableHttpPostResponse> {
+    ) -> HttpResult<StreamableHttpPostResponse, C::Error> {
         self.tap.note_request(&message);
         let response = self
             .inner
@@ -487,7 +514,7 @@ impl StreamableHttpClient for TappedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
-    ) -> HttpResult<StreamableHttpPostResponse> {
+    ) -> HttpResult<StreamableHttpPostResponse, C::Error> {
         self.tap.note_request(&message);
         let response = self
             .inner
@@ -511,7 +538,7 @@ impl StreamableHttpClient for TappedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
-    ) -> HttpResult<StreamableHttpPostResponse> {
+    ) -> HttpResult<StreamableHttpPostResponse, C::Error> {
         self.tap.note_request(&message);
         let response = self
             .inner
@@ -533,7 +560,7 @@ impl StreamableHttpClient for TappedHttp {
         session_id: Arc<str>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HttpResult<()> {
+    ) -> HttpResult<(), C::Error> {
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
@@ -546,7 +573,7 @@ impl StreamableHttpClient for TappedHttp {
         last_event_id: Option<String>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HttpResult<BoxedSseResponse> {
+    ) -> HttpResult<BoxedSseResponse, C::Error> {
         // A resumed response stream can carry a `tools/list` answer too.
         let stream = self
             .inner
@@ -563,7 +590,7 @@ impl StreamableHttpClient for TappedHttp {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
-    ) -> HttpResult<BoxedSseResponse> {
+    ) -> HttpResult<BoxedSseResponse, C::Error> {
         let stream = self
             .inner
             .get_stream_with_max_sse_event_size(

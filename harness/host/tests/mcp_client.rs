@@ -338,3 +338,100 @@ async fn arguments_that_are_not_an_object_are_refused_before_sending() {
     client.close().await;
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn in_memory_and_over_http_a_client_sees_and_is_counted_the_same() {
+    let server = start().await;
+    assert!(
+        delegation_observers::in_process::lookup(&server.url()).is_some(),
+        "a tool server in this process is reachable in memory"
+    );
+    let in_memory = connect(&server).await;
+    let over_http = guarded(
+        "connect over HTTP",
+        McpClient::connect_over_http("fixture", &server.url()),
+    )
+    .await
+    .expect("client connects over HTTP");
+
+    let listed_in_memory = guarded("list", in_memory.list_tools_as_sent())
+        .await
+        .unwrap();
+    let listed_over_http = guarded("list", over_http.list_tools_as_sent())
+        .await
+        .unwrap();
+    assert_eq!(listed_in_memory, listed_over_http);
+    assert_eq!(
+        listed_in_memory
+            .iter()
+            .map(|t| t.text.clone())
+            .collect::<Vec<_>>(),
+        server.served_texts(),
+        "both receive the definitions as served, byte for byte"
+    );
+
+    let a = guarded("call", in_memory.call_tool("shell", json!({"cmd": "a"})))
+        .await
+        .unwrap();
+    let b = guarded("call", over_http.call_tool("shell", json!({"cmd": "b"})))
+        .await
+        .unwrap();
+    assert_eq!((a.as_str(), b.as_str()), ("exit 0", "exit 0"));
+    assert_eq!(
+        server.handler_calls(),
+        vec![
+            HandlerCall {
+                tool: "shell".into(),
+                arguments: json!({"cmd": "a"}),
+            },
+            HandlerCall {
+                tool: "shell".into(),
+                arguments: json!({"cmd": "b"}),
+            },
+        ],
+        "the server counts every call, whichever way it came"
+    );
+    let err = guarded("call", in_memory.call_tool("missing", json!({})))
+        .await
+        .expect_err("an unknown tool fails in memory as over HTTP");
+    assert!(err.to_string().contains("missing"), "{err}");
+
+    let (notified, settled) = guarded(
+        "notify",
+        server.notify_list_changed_and_settle(Duration::from_secs(10)),
+    )
+    .await;
+    assert_eq!(notified, 2, "both sessions hear list_changed");
+    assert!(settled, "and both re-list");
+    assert!(in_memory.take_list_changed() && over_http.take_list_changed());
+
+    in_memory.close().await;
+    over_http.close().await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tool_server_is_reachable_in_memory_only_while_it_runs() {
+    let server = start().await;
+    let url = server.url();
+    let client = connect(&server).await;
+    guarded("list", client.list_tools()).await.unwrap();
+    guarded("shutdown", server.shutdown()).await;
+    assert!(
+        delegation_observers::in_process::lookup(&url).is_none(),
+        "a shut-down server leaves nothing behind to reach"
+    );
+    let after = tokio::time::timeout(Duration::from_secs(10), client.list_tools()).await;
+    assert!(
+        !matches!(after, Ok(Ok(_))),
+        "a client connected in memory is refused after shutdown, as a closed port refuses"
+    );
+    guarded("close", client.close()).await;
+
+    // Dropped without shutdown (a failing test): forgotten too.
+    let dropped = start().await;
+    let url = dropped.url();
+    assert!(delegation_observers::in_process::lookup(&url).is_some());
+    drop(dropped);
+    assert!(delegation_observers::in_process::lookup(&url).is_none());
+}

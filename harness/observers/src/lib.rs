@@ -3,11 +3,14 @@
 //! Each observer is a real HTTP server on 127.0.0.1 with an ephemeral port,
 //! owned by the harness. Counts that decide a verdict ("zero model
 //! requests", "zero handler calls", "the authorizer was asked first") are
-//! taken here, never from the host's own report.
+//! taken here, never from the host's own report. A host in the harness's
+//! own process may reach the tool server's service in memory instead
+//! ([`in_process`]): the same handlers answer and count.
 
 pub mod authorizer;
 pub mod canary;
 pub mod faults;
+pub mod in_process;
 pub mod model_endpoint;
 pub mod tool_server;
 

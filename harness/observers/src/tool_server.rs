@@ -130,11 +130,15 @@ impl Shared {
 struct Lifetime {
     cancel: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// The URL it is reachable at in memory too (see [`crate::in_process`]), and that registration's serial.
+    url: String,
+    serial: u64,
 }
 
 impl Drop for Lifetime {
     fn drop(&mut self) {
         self.cancel.cancel();
+        crate::in_process::unregister(&self.url, self.serial);
     }
 }
 
@@ -224,6 +228,8 @@ impl ToolServer {
                     }
                 },
             ));
+        let url = format!("http://{addr}/mcp");
+        let serial = crate::in_process::register(&url, router.clone(), cancel.clone());
         let shutdown = cancel.clone();
         let stopped = faults.clone();
         let task = tokio::spawn(async move {
@@ -248,8 +254,10 @@ impl ToolServer {
             lifetime: Arc::new(Lifetime {
                 cancel,
                 task: Mutex::new(Some(task)),
+                url: url.clone(),
+                serial,
             }),
-            url: format!("http://{addr}/mcp"),
+            url,
             faults,
         })
     }
@@ -421,6 +429,7 @@ impl ToolServer {
     /// period a connection that is still open is dropped.
     pub async fn shutdown(self) {
         self.lifetime.cancel.cancel();
+        crate::in_process::unregister(&self.lifetime.url, self.lifetime.serial);
         let task = self
             .lifetime
             .task

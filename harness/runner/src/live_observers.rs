@@ -370,3 +370,56 @@ impl ObserverSet for LiveSet {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use delegation_observers::in_process::lookup;
+    use delegation_observers::tool_server::ToolSpec;
+    use serde_json::json;
+
+    fn mcp_url(set: &dyn ObserverSet) -> String {
+        set.endpoints().mcp_servers[0].url.clone()
+    }
+
+    #[tokio::test]
+    async fn each_scenario_has_its_own_tool_server_in_memory_too_gone_after_shutdown() {
+        let mut first = LiveObservers.start(&Setup::default()).await.unwrap();
+        let mut second = LiveObservers.start(&Setup::default()).await.unwrap();
+        let (a, b) = (mcp_url(first.as_ref()), mcp_url(second.as_ref()));
+        assert_ne!(a, b, "each scenario's server listens on a port of its own");
+        assert!(lookup(&a).is_some() && lookup(&b).is_some());
+
+        let spec = ToolSpec {
+            definition: json!({
+                "name": "only_in_the_first",
+                "description": "d",
+                "inputSchema": {"type": "object"}
+            })
+            .into(),
+            result: String::new(),
+        };
+        first
+            .apply(&WorldStep::ToolServer(ToolServerStep::Add(spec)))
+            .await
+            .unwrap();
+        assert_eq!(first.tool_definitions().len(), 1);
+        assert_eq!(
+            second.tool_definitions().len(),
+            0,
+            "a definition added in one scenario must not reach another"
+        );
+
+        first.shutdown().await;
+        assert!(
+            lookup(&a).is_none(),
+            "a finished scenario's server is not reachable in memory"
+        );
+        assert!(
+            lookup(&b).is_some(),
+            "and another scenario's still is, untouched"
+        );
+        second.shutdown().await;
+        assert!(lookup(&b).is_none());
+    }
+}
