@@ -1164,6 +1164,63 @@ fn tc4_finds_a_secret_in_what_the_host_logged() {
     assert!(check(InvariantId::TC4, &history).is_empty());
 }
 
+/// TC4 searches each observation's JSON text as written: a secret is found
+/// where it spans JSON punctuation between fields, where it matches the
+/// written form of an escape and not where it holds a character JSON
+/// escapes; and in every observation it appears in, whether that
+/// observation's parts are new or the same as the observation's before.
+#[test]
+fn tc4_searches_each_observations_written_text() {
+    let with_secret = |secret: &str, roles: &[&str]| {
+        let mut h = H::new().act(
+            Action::IssueCapability {
+                task: "t1".into(),
+                agent: "root".into(),
+                tools: vec!["task.status".into()],
+                expires_at: CAP_EXPIRES_AT,
+                secret: Some(secret.into()),
+            },
+            ActionResult {
+                capability: Some(CapabilityToken {
+                    id: "cap1".into(),
+                    secret: None,
+                }),
+                ..ActionResult::ok()
+            },
+        );
+        for role in roles {
+            let mut root = inst("root", None, LifecycleState::Running, root_authority());
+            root.role = (*role).into();
+            h = h
+                .act(Action::Observe, ActionResult::ok())
+                .observe(observed(vec![root]));
+        }
+        check(InvariantId::TC4, &h.build())
+    };
+    let steps = |found: &[delegation_model::invariants::Violation]| {
+        found.iter().map(|v| v.step).collect::<Vec<_>>()
+    };
+    // Found in the observation it is in, not in the same-looking ones around it.
+    assert_eq!(
+        steps(&with_secret("xq-secret", &["lead", "xq-secret", "lead"])),
+        [2]
+    );
+    // Found in each of consecutive observations that hold it unchanged.
+    assert_eq!(
+        steps(&with_secret("xq-secret", &["xq-secret", "xq-secret"])),
+        [1, 2]
+    );
+    // Across the punctuation between a field's value and the next field's name.
+    let spanning = format!("lead\",\"model\":\"{}", default_model());
+    assert_eq!(steps(&with_secret(&spanning, &["lead"])), [1]);
+    assert!(with_secret(&spanning, &["worker"]).is_empty());
+    // A newline is written `\\n`: the raw secret is not in the text, but the
+    // letters after the backslash are.
+    assert!(with_secret("a\nb", &["a\nb"]).is_empty());
+    assert_eq!(steps(&with_secret("nb", &["a\nb"])), [1]);
+    assert!(with_secret("nb", &["a b"]).is_empty());
+}
+
 /// A refusal that gives the harness's injected store fault as its reason is
 /// not a wrong reason (the host could not persist, so it refused before
 /// deciding; fuzzing found the checker flagging it); any other wrong reason
