@@ -1221,6 +1221,54 @@ fn tc4_searches_each_observations_written_text() {
     assert!(with_secret("nb", &["a b"]).is_empty());
 }
 
+/// SD1 looks at a decision record shared between observations once it was
+/// well formed, and at a malformed one in every observation that lists it.
+#[test]
+fn sd1_reports_a_malformed_record_in_every_observation_that_lists_it() {
+    let record = |seq: u64, digest: &str| {
+        let mut effective = root_authority();
+        effective.tools.insert("fs.write".into(), digest.into());
+        std::sync::Arc::new(DecisionRecord {
+            seq,
+            transition: "delegate".into(),
+            parent: None,
+            child: None,
+            requested_role: None,
+            requested: None,
+            effective: Some(effective),
+            allowed: true,
+            deny_reasons: vec![],
+            receipt_ids: vec![],
+            decided_by: None,
+            approval: None,
+            created_instances_delta: 0,
+        })
+    };
+    let good = record(1, &digest_of("fs.write"));
+    let bad = record(2, "fs.write");
+    let with_records = |records: Vec<std::sync::Arc<DecisionRecord>>| Observed {
+        records,
+        ..Observed::default()
+    };
+    let history = H::new()
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![good.clone()]))
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![good.clone(), bad.clone()]))
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![good.clone(), bad.clone()]))
+        // The same record at another index, and a malformed one where a well-formed one was.
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![bad.clone(), good.clone()]))
+        .build();
+    let found = check(InvariantId::SD1, &history);
+    let seen: Vec<(usize, bool)> = found
+        .iter()
+        .map(|v| (v.step, v.message.contains("record 2")))
+        .collect();
+    assert_eq!(seen, [(1, true), (2, true), (3, true)], "{found:#?}");
+}
+
 /// A refusal that gives the harness's injected store fault as its reason is
 /// not a wrong reason (the host could not persist, so it refused before
 /// deciding; fuzzing found the checker flagging it); any other wrong reason
