@@ -74,6 +74,8 @@ pub(super) struct ObservationWriter {
     capabilities: ElementTexts<crate::wire::ObservedCapability>,
     questions: ElementTexts<crate::wire::ObservedQuestion>,
     records: ElementTexts<Arc<DecisionRecord>>,
+    /// The length of the last text: the next is about as long, or a little longer.
+    last_length: usize,
 }
 
 impl ObservationWriter {
@@ -93,7 +95,7 @@ impl ObservationWriter {
             records,
             inferred,
         } = observed;
-        let mut out = String::with_capacity(256);
+        let mut out = String::with_capacity(self.last_length + 256);
         out.push_str("{\"now\":");
         out.push_str(&serde_json::to_string(now).unwrap_or_default());
         out.push_str(",\"auto_approve\":");
@@ -140,6 +142,7 @@ impl ObservationWriter {
             out.push_str(&serde_json::to_string(inferred).unwrap_or_default());
         }
         out.push('}');
+        self.last_length = out.len();
         debug_assert_eq!(
             out,
             serde_json::to_string(observed).unwrap_or_default(),
