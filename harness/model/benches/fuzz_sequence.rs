@@ -6,6 +6,12 @@
 //! pseudo-random inputs long enough to decode to `MAX_OPS` operations, which
 //! is where a fuzzer's grown corpus ends up.
 
+// The allocator of the cargo-fuzz model_sequence target
+// (fuzz/fuzz_targets/model_sequence.rs): the model allocates on every step,
+// and glibc's malloc and free were about a third of its instructions.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use delegation_model::fuzzing::{
     MAX_OPS, Op, corpus_dir, decode_ops, encode_ops, fuzz_model_sequence, noise,

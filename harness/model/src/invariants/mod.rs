@@ -36,6 +36,7 @@ mod ar;
 mod ce;
 mod ea;
 mod lw;
+mod observation_text;
 mod pg;
 mod rc;
 mod rs;

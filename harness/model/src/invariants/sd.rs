@@ -49,41 +49,87 @@ pub(super) fn authorities_in(
             .map(|receipt| (AuthoritySource::Receipt(&receipt.id), &receipt.authority));
         effective.chain(receipt)
     });
-    let observed = observed_of(entry).into_iter().flat_map(|observed| {
-        let ceilings = observed
+    // An observation's records come last, from `records_in`.
+    let ceilings = observed_of(entry).into_iter().flat_map(|observed| {
+        observed
             .instances
             .iter()
-            .map(|i| (AuthoritySource::Ceiling(&i.id), &i.ceiling));
-        let records = observed.records.iter().filter_map(|r| {
-            r.effective
-                .as_ref()
-                .map(|effective| (AuthoritySource::Record(r.seq), effective))
-        });
-        ceilings.chain(records)
+            .map(|i| (AuthoritySource::Ceiling(&i.id), &i.ceiling))
     });
-    answered.chain(observed)
+    answered.chain(ceilings)
+}
+
+/// The sealed authority of a decision record, with where it was seen.
+fn record_authority(record: &DecisionRecord) -> Option<(AuthoritySource<'_>, &Authority)> {
+    record
+        .effective
+        .as_ref()
+        .map(|effective| (AuthoritySource::Record(record.seq), effective))
 }
 
 /// SD1. Every sealed tool in a ceiling, effective authority, receipt or
 /// record is bound to a SHA-256 digest (`sha256:` and 64 hex digits), and a
 /// child admitted from a receipt seals exactly the digests the receipt sealed.
+///
+/// A decision record is immutable and shared between the observations that
+/// list it: one whose digests were all well formed is not looked at again
+/// (a record with a malformed digest is, and reported in every observation
+/// that lists it). Every observation lists every record, so looking at each
+/// again made the check quadratic in the history's length.
 #[derive(Default)]
 pub(super) struct Sd1 {
     /// The receipts issued, by id: the latest issue of an id.
     issued: BTreeMap<String, Receipt>,
+    /// The records of the last observation, at their index, where each was
+    /// found well formed (`None`: a malformed one, looked at again).
+    well_formed_records: Vec<Option<std::sync::Arc<DecisionRecord>>>,
+}
+
+/// Reports each tool of `authority` bound to something other than a digest; whether there was none.
+fn check_digests(
+    step: usize,
+    (where_, authority): (AuthoritySource<'_>, &Authority),
+    out: &mut Vec<Violation>,
+) -> bool {
+    let mut well_formed = true;
+    for (tool, digest) in &authority.tools {
+        if !is_digest(digest) {
+            well_formed = false;
+            out.push(violation(
+                InvariantId::SD1,
+                step,
+                format!(
+                    "{where_} binds tool `{tool}` to `{digest}`, not to a `sha256:<64 hex>` digest"
+                ),
+                json!({"tool": tool, "bound_to": digest}),
+            ));
+        }
+    }
+    well_formed
 }
 
 impl Checker for Sd1 {
     fn take(&mut self, _: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>) {
-        for (where_, authority) in authorities_in(entry) {
-            for (tool, digest) in &authority.tools {
-                if !is_digest(digest) {
-                    out.push(violation(
-                        InvariantId::SD1,
-                        entry.step,
-                        format!("{where_} binds tool `{tool}` to `{digest}`, not to a `sha256:<64 hex>` digest"),
-                        json!({"tool": tool, "bound_to": digest}),
-                    ));
+        for seen in authorities_in(entry) {
+            check_digests(entry.step, seen, out);
+        }
+        if let Some(observed) = observed_of(entry) {
+            let known = &mut self.well_formed_records;
+            known.truncate(observed.records.len());
+            for (i, record) in observed.records.iter().enumerate() {
+                let known_well_formed = matches!(
+                    known.get(i),
+                    Some(Some(seen)) if std::sync::Arc::ptr_eq(seen, record)
+                );
+                if known_well_formed {
+                    continue;
+                }
+                let well_formed = record_authority(record)
+                    .is_none_or(|seen| check_digests(entry.step, seen, out));
+                let slot = well_formed.then(|| record.clone());
+                match known.get_mut(i) {
+                    Some(kept) => *kept = slot,
+                    None => known.push(slot),
                 }
             }
         }

@@ -107,11 +107,13 @@ pub(super) fn tc3(facts: &Facts, entry: &HistoryEntry, out: &mut Vec<Violation>)
 ///
 /// The written form of the latest observation is kept: an entry that shares
 /// its snapshot with the one before (an observation right after a step) is
-/// searched in the same text, which is not written out again.
+/// searched in the same text, which is not written out again; a new
+/// snapshot is written from the parts that changed (`observation_text`).
 #[derive(Default)]
 pub(super) struct Tc4 {
     /// The latest observation written out, held so that its address names it, and its text.
     written_observation: Option<(std::sync::Arc<Observed>, String)>,
+    writer: super::observation_text::ObservationWriter,
 }
 
 impl Tc4 {
@@ -122,7 +124,7 @@ impl Tc4 {
             .as_ref()
             .is_some_and(|(seen, _)| std::sync::Arc::ptr_eq(seen, observed));
         if !unchanged {
-            let text = serde_json::to_string(&**observed).unwrap_or_default();
+            let text = self.writer.write(observed);
             self.written_observation = Some((observed.clone(), text));
         }
         &self.written_observation.as_ref().expect("written above").1

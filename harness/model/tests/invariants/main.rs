@@ -1164,6 +1164,111 @@ fn tc4_finds_a_secret_in_what_the_host_logged() {
     assert!(check(InvariantId::TC4, &history).is_empty());
 }
 
+/// TC4 searches each observation's JSON text as written: a secret is found
+/// where it spans JSON punctuation between fields, where it matches the
+/// written form of an escape and not where it holds a character JSON
+/// escapes; and in every observation it appears in, whether that
+/// observation's parts are new or the same as the observation's before.
+#[test]
+fn tc4_searches_each_observations_written_text() {
+    let with_secret = |secret: &str, roles: &[&str]| {
+        let mut h = H::new().act(
+            Action::IssueCapability {
+                task: "t1".into(),
+                agent: "root".into(),
+                tools: vec!["task.status".into()],
+                expires_at: CAP_EXPIRES_AT,
+                secret: Some(secret.into()),
+            },
+            ActionResult {
+                capability: Some(CapabilityToken {
+                    id: "cap1".into(),
+                    secret: None,
+                }),
+                ..ActionResult::ok()
+            },
+        );
+        for role in roles {
+            let mut root = inst("root", None, LifecycleState::Running, root_authority());
+            root.role = (*role).into();
+            h = h
+                .act(Action::Observe, ActionResult::ok())
+                .observe(observed(vec![root]));
+        }
+        check(InvariantId::TC4, &h.build())
+    };
+    let steps = |found: &[delegation_model::invariants::Violation]| {
+        found.iter().map(|v| v.step).collect::<Vec<_>>()
+    };
+    // Found in the observation it is in, not in the same-looking ones around it.
+    assert_eq!(
+        steps(&with_secret("xq-secret", &["lead", "xq-secret", "lead"])),
+        [2]
+    );
+    // Found in each of consecutive observations that hold it unchanged.
+    assert_eq!(
+        steps(&with_secret("xq-secret", &["xq-secret", "xq-secret"])),
+        [1, 2]
+    );
+    // Across the punctuation between a field's value and the next field's name.
+    let spanning = format!("lead\",\"model\":\"{}", default_model());
+    assert_eq!(steps(&with_secret(&spanning, &["lead"])), [1]);
+    assert!(with_secret(&spanning, &["worker"]).is_empty());
+    // A newline is written `\\n`: the raw secret is not in the text, but the
+    // letters after the backslash are.
+    assert!(with_secret("a\nb", &["a\nb"]).is_empty());
+    assert_eq!(steps(&with_secret("nb", &["a\nb"])), [1]);
+    assert!(with_secret("nb", &["a b"]).is_empty());
+}
+
+/// SD1 looks at a decision record shared between observations once it was
+/// well formed, and at a malformed one in every observation that lists it.
+#[test]
+fn sd1_reports_a_malformed_record_in_every_observation_that_lists_it() {
+    let record = |seq: u64, digest: &str| {
+        let mut effective = root_authority();
+        effective.tools.insert("fs.write".into(), digest.into());
+        std::sync::Arc::new(DecisionRecord {
+            seq,
+            transition: "delegate".into(),
+            parent: None,
+            child: None,
+            requested_role: None,
+            requested: None,
+            effective: Some(effective),
+            allowed: true,
+            deny_reasons: vec![],
+            receipt_ids: vec![],
+            decided_by: None,
+            approval: None,
+            created_instances_delta: 0,
+        })
+    };
+    let good = record(1, &digest_of("fs.write"));
+    let bad = record(2, "fs.write");
+    let with_records = |records: Vec<std::sync::Arc<DecisionRecord>>| Observed {
+        records,
+        ..Observed::default()
+    };
+    let history = H::new()
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![good.clone()]))
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![good.clone(), bad.clone()]))
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![good.clone(), bad.clone()]))
+        // The same record at another index, and a malformed one where a well-formed one was.
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![bad.clone(), good.clone()]))
+        .build();
+    let found = check(InvariantId::SD1, &history);
+    let seen: Vec<(usize, bool)> = found
+        .iter()
+        .map(|v| (v.step, v.message.contains("record 2")))
+        .collect();
+    assert_eq!(seen, [(1, true), (2, true), (3, true)], "{found:#?}");
+}
+
 /// A refusal that gives the harness's injected store fault as its reason is
 /// not a wrong reason (the host could not persist, so it refused before
 /// deciding; fuzzing found the checker flagging it); any other wrong reason
