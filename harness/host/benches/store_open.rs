@@ -2,7 +2,8 @@
 //!
 //! Every scenario and every fuzz case opens a fresh store, so its set-up
 //! cost is paid hundreds of times a catalogue run.
-//! `cargo bench -p delegation-host --bench store_open`.
+//! `TMPDIR=/dev/shm cargo bench -p delegation-host --bench store_open`
+//! measures the stores as a conformance run makes them (in memory).
 
 use std::hint::black_box;
 
@@ -56,6 +57,16 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let journal = SqliteJournal::open(dir.path()).unwrap();
             black_box(journal.load().unwrap());
+        })
+    });
+    group.bench_function("one_commit", |b| {
+        // What each operation of a fuzz case pays: one batch into an open store.
+        let dir = tempfile::tempdir().unwrap();
+        let mut journal = SqliteJournal::open(dir.path()).unwrap();
+        let mut n = 0;
+        b.iter(|| {
+            n += 1;
+            journal.commit(batch(n % 64)).unwrap();
         })
     });
     group.finish();

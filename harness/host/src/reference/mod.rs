@@ -354,7 +354,11 @@ impl Effects for ReferenceIo<'_> {
                     "an authorizer is required but none was configured".into(),
                 );
             };
-            let sent = reqwest::Client::new()
+            // The host's one client: building a client per call cost
+            // every authorizer call a connection pool, a connector and a
+            // new TCP connection.
+            let sent = self
+                .http
                 .post(format!("{}{AUTHORIZE_PATH}", url.trim_end_matches('/')))
                 .json(call.request)
                 .send();

@@ -8,8 +8,10 @@
 //! not at all.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use delegation_model::state::{Journal, Table, Write};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, params};
 use serde_json::Value;
 
@@ -33,6 +35,11 @@ pub enum StoreError {
         "store row {kind}/{key} is of no kind this host knows; the kinds are the model's tables"
     )]
     UnknownKind { kind: String, key: String },
+    #[error("cannot write the new store {path} from the empty store's bytes: {source}")]
+    Template {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("store read failed: {0}")]
     Read(#[from] rusqlite::Error),
 }
@@ -44,6 +51,41 @@ pub struct SqliteJournal {
     conditional_consume: bool,
 }
 
+/// The store's one table: rows keyed by (kind, key) and stored in that key's
+/// order (`WITHOUT ROWID`), so a write touches one b-tree, not a table and
+/// its primary-key index, and a commit appends one page to the WAL, not two.
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID";
+
+/// The connection's settings, in one batch, then the schema.
+///
+/// `locking_mode=EXCLUSIVE` first: only this connection ever opens the
+/// store (a restart closes the old one first), so it keeps its lock: no
+/// lock calls per transaction, and the WAL's index lives in this process's
+/// memory rather than in a shared `-shm` file created, sized, mapped and
+/// removed per store. It must precede the first read of a store already in
+/// WAL mode (a restart's, or a fresh one made from [`EMPTY_STORE`]), and
+/// `synchronous` is such a read: it loads the schema.
+///
+/// WAL without fsync: a committed batch is written to the WAL (handed to
+/// the kernel) before `commit` returns, so it survives the process being
+/// killed right after, which is what restart and crash scenarios test. Only
+/// an OS crash could lose the last batches, and the store lives as long as
+/// one scenario. `synchronous` comes before the journal mode so that
+/// switching it does not sync either.
+fn settings_and_schema() -> String {
+    format!(
+        "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA journal_mode = WAL; {SCHEMA};"
+    )
+}
+
+/// The bytes of an empty store (WAL mode in its header, the schema made,
+/// checkpointed), taken from the first store this process makes and
+/// written as the file of every later fresh one. Making a store from
+/// nothing switches an empty file to WAL through a rollback journal
+/// (created, written, removed) and writes the schema's pages through the
+/// WAL; a copy of those 8 KB is one file written.
+static EMPTY_STORE: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
 impl SqliteJournal {
     pub fn open(dir: &Path) -> Result<SqliteJournal, StoreError> {
         let path = dir.join(STORE_FILE);
@@ -51,33 +93,25 @@ impl SqliteJournal {
             path: path.clone(),
             source,
         };
+        let fresh_from_template = match EMPTY_STORE.get() {
+            Some(bytes) => write_new_file(&path, bytes).map_err(|e| StoreError::Template {
+                path: path.clone(),
+                source: e,
+            })?,
+            None => false,
+        };
         let conn = Connection::open(&path).map_err(open_err)?;
-        // WAL without fsync: a committed batch is written to the WAL (handed
-        // to the kernel) before `commit` returns, so it survives the process
-        // being killed right after, which is what restart and crash
-        // scenarios test. Only an OS crash could lose the last batches, and
-        // the store lives as long as one scenario. An fsync per commit, per
-        // table created and per checkpoint on close cost every scenario
-        // milliseconds of the run's time. `synchronous` is set first so
-        // that switching the journal mode does not sync either.
-        conn.pragma_update(None, "synchronous", "OFF")
+        // The WAL stays when the store closes: what it holds is as durable
+        // there as in the database file, a reopening reads it, and the
+        // checkpoint on close (WAL copied into the file, file truncated,
+        // WAL removed) was most of the cost of closing a store.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(open_err)?;
-        // Only this connection ever opens the store (a restart closes the
-        // old one first), so it keeps its lock: no lock calls per
-        // transaction, and the WAL's index lives in this process's memory
-        // rather than in a shared `-shm` file created, mapped and removed
-        // per store. Set before WAL mode, which reads it. Creating, using and
-        // removing a store in memory: 0.47 ms against 0.30 ms with it
-        // (`cargo bench -p delegation-host --bench store_open`).
-        conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+        conn.execute_batch(&settings_and_schema())
             .map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key))",
-            [],
-        )
-        .map_err(open_err)?;
+        if EMPTY_STORE.get().is_none() && !fresh_from_template {
+            remember_empty_store(&conn, &path);
+        }
         Ok(SqliteJournal {
             conn,
             conditional_consume: true,
@@ -121,9 +155,73 @@ impl SqliteJournal {
     }
 }
 
+/// Writes `bytes` as a new file at `path`; `false` when a file is already
+/// there (a restart: the store is reopened as it is).
+fn write_new_file(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
+    use std::io::Write as _;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(mut file) => file.write_all(bytes).map(|()| true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Keeps the bytes of a store that holds no row yet as [`EMPTY_STORE`],
+/// from the second such store a process makes: a process that makes one
+/// store only (the stdio host) would pay for the copy and never use it.
+/// Best effort: if anything fails, later stores are made from nothing.
+fn remember_empty_store(conn: &Connection, path: &Path) {
+    static EMPTY_STORES_MADE: AtomicUsize = AtomicUsize::new(0);
+    let empty = conn
+        .query_row("SELECT NOT EXISTS (SELECT 1 FROM rows)", [], |r| {
+            r.get::<_, bool>(0)
+        })
+        .unwrap_or(false);
+    if !empty || EMPTY_STORES_MADE.fetch_add(1, Ordering::Relaxed) == 0 {
+        return;
+    }
+    // Everything into the database file, so that its bytes alone are the store.
+    let checkpointed = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .is_ok_and(|busy| busy == 0);
+    if let (true, Ok(bytes)) = (checkpointed, std::fs::read(path)) {
+        let _ = EMPTY_STORE.set(bytes);
+    }
+}
+
 impl Journal for SqliteJournal {
+    /// One transaction: every write or none. `BEGIN`, `COMMIT` and the
+    /// writes are statements prepared once per connection (rusqlite's
+    /// `Transaction` prepares its `BEGIN` and `COMMIT` anew each time).
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), String> {
-        let tx = self.conn.transaction().map_err(|e| e.to_string())?;
+        self.run_cached("BEGIN").map_err(|e| e.to_string())?;
+        let written = self.write_all(writes).and_then(|()| {
+            self.run_cached("COMMIT")
+                .map(drop)
+                .map_err(|e| e.to_string())
+        });
+        if written.is_err() {
+            // A failed COMMIT leaves the transaction open too; what it
+            // wrote is dropped either way.
+            let _ = self.run_cached("ROLLBACK");
+        }
+        written
+    }
+}
+
+impl SqliteJournal {
+    fn run_cached(&self, sql: &str) -> rusqlite::Result<usize> {
+        self.conn.prepare_cached(sql)?.execute([])
+    }
+
+    /// The batch's writes, inside the transaction [`Journal::commit`] opened.
+    fn write_all(&self, writes: Vec<Write>) -> Result<(), String> {
         for w in writes {
             let value = w.value.to_json();
             if self.conditional_consume
@@ -134,7 +232,8 @@ impl Journal for SqliteJournal {
                 // transaction: a receipt already tombstoned (or never
                 // issued) matches no row, and the whole batch (the child,
                 // its record) rolls back.
-                let changed = tx
+                let changed = self
+                    .conn
                     .prepare_cached(
                         "UPDATE rows SET value = ?3 WHERE kind = ?1 AND key = ?2 AND json_extract(value, '$.state') = 'issued'",
                     )
@@ -150,15 +249,16 @@ impl Journal for SqliteJournal {
                 }
                 continue;
             }
-            tx.prepare_cached(
-                "INSERT INTO rows (kind, key, value) VALUES (?1, ?2, ?3) ON CONFLICT(kind, key) DO UPDATE SET value = excluded.value",
-            )
-            .and_then(|mut upsert| {
-                upsert.execute(params![w.table.name(), w.key, value.to_string()])
-            })
-            .map_err(|e| e.to_string())?;
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO rows (kind, key, value) VALUES (?1, ?2, ?3) ON CONFLICT(kind, key) DO UPDATE SET value = excluded.value",
+                )
+                .and_then(|mut upsert| {
+                    upsert.execute(params![w.table.name(), w.key, value.to_string()])
+                })
+                .map_err(|e| e.to_string())?;
         }
-        tx.commit().map_err(|e| e.to_string())
+        Ok(())
     }
 }
 
@@ -167,6 +267,44 @@ mod tests {
     use super::*;
     use delegation_model::state::RowValue;
     use serde_json::json;
+
+    #[test]
+    fn a_store_made_from_the_empty_stores_bytes_works_as_one_made_from_nothing() {
+        // The second empty store a process makes is remembered; the third is its copy.
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        for dir in &dirs[..2] {
+            drop(SqliteJournal::open(dir.path()).unwrap());
+        }
+        let template = EMPTY_STORE
+            .get()
+            .expect("the second empty store is remembered");
+        let dir = dirs[2].path();
+        {
+            let mut j = SqliteJournal::open(dir).unwrap();
+            let mode: String = j
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+            j.commit(vec![Write {
+                table: Table::Instances,
+                key: "inst-1".into(),
+                value: RowValue::new(json!({"a": 1})),
+            }])
+            .unwrap();
+        }
+        // The commit went to the WAL, which closing left in place, and the
+        // WAL's index was in memory: no shared-memory file was made.
+        assert!(dir.join(format!("{STORE_FILE}-wal")).exists());
+        assert!(!dir.join(format!("{STORE_FILE}-shm")).exists());
+        let file = std::fs::read(dir.join(STORE_FILE)).unwrap();
+        assert_eq!(&file, template, "the fresh store's file is the copy");
+        let j = SqliteJournal::open(dir).unwrap();
+        assert_eq!(
+            j.load().unwrap(),
+            vec![(Table::Instances, "inst-1".to_string(), json!({"a": 1}))]
+        );
+    }
 
     #[test]
     fn committed_rows_survive_reopening() {
@@ -191,6 +329,10 @@ mod tests {
         assert_eq!(
             j.load().unwrap(),
             vec![(Table::Instances, "inst-1".to_string(), json!({"a": 2}))]
+        );
+        assert!(
+            !dir.path().join(format!("{STORE_FILE}-shm")).exists(),
+            "a reopened store keeps its WAL index in memory too"
         );
     }
 
