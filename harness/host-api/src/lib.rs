@@ -69,6 +69,34 @@ pub fn is_resource_exhaustion(e: &std::io::Error) -> bool {
     )
 }
 
+/// Resource exhaustion met by code in this process that can only report it
+/// as text to the host's side (the in-process reference host's HTTP client,
+/// whose failed connection becomes a failed model turn). The runner's
+/// descriptor watch reads the count: a scenario during which it grew is the
+/// harness's failure, even when the shortage was too brief to be sampled.
+static RESOURCE_EXHAUSTION_MET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Counts `error` when it, or an error it was caused by, is resource
+/// exhaustion ([`is_resource_exhaustion`]); says whether it was.
+pub fn note_if_resource_exhaustion(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && is_resource_exhaustion(io)
+        {
+            RESOURCE_EXHAUSTION_MET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return true;
+        }
+        cause = e.source();
+    }
+    false
+}
+
+/// How many times [`note_if_resource_exhaustion`] counted one, in this process.
+pub fn resource_exhaustion_met() -> u64 {
+    RESOURCE_EXHAUSTION_MET.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// A running host the runner drives: the in-process reference host, a
 /// subprocess speaking the protocol, or anything else that can.
 #[async_trait]
@@ -127,4 +155,30 @@ pub trait HostLauncher: Send + Sync {
     async fn launch(&self, store_dir: &Path) -> Result<Box<dyn Host>, HostError>;
     /// A short description for reports, such as the command line.
     fn describe(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that wraps another, as an HTTP client's connect error wraps
+    /// the socket's.
+    #[derive(Debug, thiserror::Error)]
+    #[error("error sending request")]
+    struct Wrapped(#[source] std::io::Error);
+
+    #[test]
+    fn exhaustion_is_counted_through_the_causes_and_nothing_else_is() {
+        let before = resource_exhaustion_met();
+        let refused = Wrapped(std::io::Error::from_raw_os_error(libc::ECONNREFUSED));
+        assert!(!note_if_resource_exhaustion(&refused));
+        assert_eq!(
+            resource_exhaustion_met(),
+            before,
+            "a refused connection is the host's"
+        );
+        let starved = Wrapped(std::io::Error::from_raw_os_error(libc::EMFILE));
+        assert!(note_if_resource_exhaustion(&starved));
+        assert_eq!(resource_exhaustion_met(), before + 1);
+    }
 }

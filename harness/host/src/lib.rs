@@ -5,6 +5,9 @@ pub mod mutants;
 pub mod process;
 pub mod reference;
 
-pub use delegation_host_api::{Host, HostError, HostLauncher, is_resource_exhaustion};
+pub use delegation_host_api::{
+    Host, HostError, HostLauncher, is_resource_exhaustion, note_if_resource_exhaustion,
+    resource_exhaustion_met,
+};
 pub use process::{ProcessHost, ProcessLauncher};
 pub use reference::{ReferenceHost, ReferenceLauncher};

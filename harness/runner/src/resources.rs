@@ -50,7 +50,12 @@ pub struct DescriptorWatch {
 
 /// A position of the watch, taken when a scenario starts.
 #[derive(Clone, Copy, Debug)]
-pub struct WatchMark(u64);
+pub struct WatchMark {
+    shortages: u64,
+    /// Resource exhaustion met in this process and counted where it was met
+    /// ([`delegation_host::resource_exhaustion_met`]).
+    met: u64,
+}
 
 impl DescriptorWatch {
     /// Starts sampling on the current runtime until the returned handle is dropped.
@@ -69,7 +74,10 @@ impl DescriptorWatch {
     }
 
     pub fn mark(&self) -> WatchMark {
-        WatchMark(self.shortages.load(Ordering::SeqCst))
+        WatchMark {
+            shortages: self.shortages.load(Ordering::SeqCst),
+            met: delegation_host::resource_exhaustion_met(),
+        }
     }
 
     /// Counts open descriptors once; records a shortage below [`MIN_FREE`],
@@ -101,7 +109,12 @@ impl DescriptorWatch {
             let (open, limit) = descriptors().unwrap_or((0, soft_limit().unwrap_or(0)));
             self.record(open, limit);
         }
-        if self.shortages.load(Ordering::SeqCst) == mark.0 {
+        // A shortage too brief for a sample, met by an in-process host's
+        // connection: counted where it failed.
+        if delegation_host::resource_exhaustion_met() != mark.met {
+            self.record(0, soft_limit().unwrap_or(0));
+        }
+        if self.shortages.load(Ordering::SeqCst) == mark.shortages {
             return None;
         }
         let worst = *self.worst.lock().unwrap_or_else(|p| p.into_inner());
@@ -162,4 +175,32 @@ fn soft_limit() -> Option<u64> {
 /// [`delegation_host::process::raise_descriptor_limit`]).
 pub fn raise_descriptor_limit() -> Option<u64> {
     delegation_host::process::raise_descriptor_limit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("error sending request")]
+    struct Wrapped(#[source] std::io::Error);
+
+    #[test]
+    fn exhaustion_met_in_process_while_a_scenario_ran_is_a_shortage() {
+        let watch = DescriptorWatch::default();
+        let quiet = watch.mark();
+        assert_eq!(watch.shortage_since(quiet), None, "nothing happened");
+        let mark = watch.mark();
+        delegation_host::note_if_resource_exhaustion(&Wrapped(std::io::Error::from_raw_os_error(
+            libc::EMFILE,
+        )));
+        let shortage = watch.shortage_since(mark).expect("a shortage");
+        assert!(
+            shortage.contains("not one more could be opened"),
+            "{shortage}"
+        );
+        // It is over for the scenarios after it.
+        let after = watch.mark();
+        assert_eq!(watch.shortage_since(after), None);
+    }
 }

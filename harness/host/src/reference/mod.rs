@@ -225,7 +225,7 @@ impl ReferenceIo<'_> {
             tools: vec![],
             tool_result: None,
         };
-        let _ = self
+        let sent = self
             .http
             .post(self.model_url())
             .header(INSTANCE_HEADER, instance)
@@ -233,6 +233,9 @@ impl ReferenceIo<'_> {
             .timeout(MODEL_TIMEOUT)
             .send()
             .await;
+        if let Err(e) = sent {
+            delegation_host_api::note_if_resource_exhaustion(&e);
+        }
     }
 }
 
@@ -322,7 +325,11 @@ impl Effects for ReferenceIo<'_> {
                     resp.json::<Value>().await.map_err(|e| e.to_string())
                 }
                 Ok(resp) => Err(format!("model endpoint answered HTTP {}", resp.status())),
-                Err(e) => Err(e.to_string()),
+                Err(e) => {
+                    // The harness's own process ran short, not the host.
+                    delegation_host_api::note_if_resource_exhaustion(&e);
+                    Err(e.to_string())
+                }
             };
             match reply {
                 Ok(reply) => model_reply(&reply),
@@ -365,7 +372,10 @@ impl Effects for ReferenceIo<'_> {
             let timeout = self.authorizer_timeout;
             match tokio::time::timeout(timeout, sent).await {
                 Err(_) => AuthorizerAnswer::TimedOut,
-                Ok(Err(e)) => AuthorizerAnswer::Unavailable(e.to_string()),
+                Ok(Err(e)) => {
+                    delegation_host_api::note_if_resource_exhaustion(&e);
+                    AuthorizerAnswer::Unavailable(e.to_string())
+                }
                 Ok(Ok(resp)) if !resp.status().is_success() => {
                     AuthorizerAnswer::Unavailable(format!("HTTP {}", resp.status()))
                 }
