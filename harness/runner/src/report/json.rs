@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::{Collector, Rerun, Reporter};
+use super::{Collector, Reporter, Rerun};
 use crate::events::RunEvent;
 use crate::verdict::{ScenarioResult, Summary};
 
