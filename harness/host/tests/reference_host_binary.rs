@@ -1,4 +1,4 @@
-//! The stdio reference host tells a method it does not know (-32601) from a known method's bad params (-32602).
+//! The stdio reference host tells a method it does not know (-32601) from a known method's bad params (-32602), whatever its stdin and stdout are.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -67,4 +67,38 @@ fn an_unknown_method_is_not_found_and_bad_params_of_a_known_one_are_invalid() {
             .contains("`initialize` must come first"),
         "{out:?}"
     );
+}
+
+/// Requests from a file rather than a pipe, and stdout sharing one pipe
+/// with stderr: the host reads and writes them the blocking way (its fast
+/// path is for pipes of their own), and answers the same.
+#[test]
+fn requests_from_a_file_are_answered_on_a_stdout_shared_with_stderr() {
+    let store = tempfile::tempdir().unwrap();
+    let requests = store.path().join("requests.jsonl");
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "instance/teleport", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "instance/turn", "params": {"bogus": 1}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}),
+    ]
+    .map(|request| format!("{request}\n"))
+    .concat();
+    std::fs::write(&requests, lines).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_delegation-reference-host"))
+        .env("DELEGATION_STORE_DIR", store.path())
+        .stdin(std::fs::File::open(&requests).unwrap())
+        .stdout(writer.try_clone().unwrap())
+        .stderr(writer)
+        .spawn()
+        .expect("the reference host binary starts");
+    let replies: Vec<Value> = BufReader::new(reader)
+        .lines()
+        .map(|line| line.unwrap())
+        .filter_map(|line| serde_json::from_str(&line).ok())
+        .collect();
+    assert!(child.wait().unwrap().success());
+    let codes: Vec<&Value> = replies.iter().map(|r| &r["error"]["code"]).collect();
+    assert_eq!(codes[..2], [&json!(-32601), &json!(-32602)], "{replies:?}");
+    assert_eq!(replies[2], json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
 }

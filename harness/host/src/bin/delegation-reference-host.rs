@@ -4,6 +4,7 @@
 //! stdout, logs on stderr. It exits on `shutdown`, on end of input, and
 //! (without answering) when the crash fault fires, as a real host would die.
 
+use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +15,11 @@ use delegation_host::{Host, HostError, ReferenceHost};
 use delegation_model::Action;
 use delegation_protocol::InitializeParams;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
+
+/// Where replies go: stdout, as a pipe or as tokio's blocking stdout.
+type Stdout = Mutex<Box<dyn AsyncWrite + Send + Unpin>>;
 
 /// Exit status when the crash fault fires.
 const CRASH_EXIT: i32 = 70;
@@ -34,7 +38,7 @@ fn host_error_response(id: &Value, e: &HostError) -> Value {
 }
 
 /// Writes one reply line; `false` once stdout is gone.
-async fn write_reply(stdout: &Mutex<tokio::io::Stdout>, reply: &Value) -> bool {
+async fn write_reply(stdout: &Stdout, reply: &Value) -> bool {
     let mut stdout = stdout.lock().await;
     stdout
         .write_all(format!("{reply}\n").as_bytes())
@@ -75,8 +79,8 @@ async fn main() {
     let mut host = ReferenceHost::with_defect(&store_dir, defect_from_args())
         .with_authorizer_timeout(authorizer_timeout_from_env());
     let performer = host.performer();
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let stdout = Arc::new(Mutex::new(tokio::io::stdout()));
+    let mut lines = BufReader::new(stdin_reader()).lines();
+    let stdout: Arc<Stdout> = Arc::new(Mutex::new(stdout_writer()));
     let mut in_flight = tokio::task::JoinSet::new();
     while let Ok(Some(line)) = lines.next_line().await {
         // Answers already written need no keeping.
@@ -129,6 +133,57 @@ async fn main() {
     }
     while in_flight.join_next().await.is_some() {}
     let _ = host.shutdown().await;
+}
+
+/// Stdin read through the runtime's poller when it is a pipe (as the
+/// harness gives it), since tokio's own stdin hands every read to a
+/// blocking thread and back; anything else (a file, a terminal) is read as
+/// tokio reads stdin.
+fn stdin_reader() -> Box<dyn AsyncRead + Send + Unpin> {
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::new(pipe),
+        Err(_) => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// Stdout written through the runtime's poller when it is a pipe of its
+/// own. A pipe shared with stderr stays blocking: making it non-blocking
+/// would make `eprintln!` fail whenever that pipe is full.
+fn stdout_writer() -> Box<dyn AsyncWrite + Send + Unpin> {
+    let stdout = std::io::stdout();
+    let shared_with_stderr = match (
+        file_identity(stdout.as_fd()),
+        file_identity(std::io::stderr().as_fd()),
+    ) {
+        (Some(out), Some(err)) => out == err,
+        _ => true,
+    };
+    let pipe = if shared_with_stderr {
+        None
+    } else {
+        stdout
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(tokio::net::unix::pipe::Sender::from_owned_fd)
+            .ok()
+    };
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    }
+}
+
+/// The device and inode behind a descriptor: two descriptors with the same
+/// are the same pipe or file.
+fn file_identity(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+    let meta = file.metadata().ok()?;
+    Some((meta.dev(), meta.ino()))
 }
 
 /// The hidden `--defect NAME` flag: runs a deliberately broken host for
