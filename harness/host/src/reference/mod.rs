@@ -438,12 +438,26 @@ fn exited(method: &str) -> HostError {
     }
 }
 
+/// Told once an action holds the state's lock or waits in its queue, so
+/// that the next request of a batch queues behind it.
+type Arrived = Option<tokio::sync::oneshot::Sender<()>>;
+
 impl Worker {
     /// One action, start to end, under the state's lock (see [`Worker`]).
     async fn perform(&self, action: &Action) -> Result<ActionResult, HostError> {
+        self.perform_arriving(action, None).await
+    }
+
+    /// [`Worker::perform`], telling `arrived` once the action is in the
+    /// lock's queue.
+    async fn perform_arriving(
+        &self,
+        action: &Action,
+        mut arrived: Arrived,
+    ) -> Result<ActionResult, HostError> {
         let method = action.method();
-        let racing = self.stale_check(action).await;
-        let mut guard = self.running.lock().await;
+        let racing = self.stale_check(action, &mut arrived).await;
+        let mut guard = self.lock_in_turn(arrived).await;
         if self.crashed.load(Ordering::SeqCst) {
             return Err(exited(method));
         }
@@ -509,14 +523,39 @@ impl Worker {
     /// followup-races-close, capability-call-check-then-act): the
     /// check done under the lock, which is then released for a while before
     /// the action acts on what it read. `None` for the correct host.
-    async fn stale_check(&self, action: &Action) -> Option<mutants::StaleCheck> {
+    async fn stale_check(
+        &self,
+        action: &Action,
+        arrived: &mut Arrived,
+    ) -> Option<mutants::StaleCheck> {
         let checked = {
-            let guard = self.running.lock().await;
+            let guard = self.lock_in_turn(arrived.take()).await;
             let run = guard.as_ref()?;
             mutants::check_before_acting(&run.state, run.defect, action)?
         };
         tokio::time::sleep(mutants::STALE_CHECK_WINDOW).await;
         Some(checked)
+    }
+
+    /// The state's lock, telling `arrived` as soon as this action holds it
+    /// or waits in its queue. The lock is fair, so requests that each wait
+    /// for the one before to arrive get it in the order they came, whatever
+    /// the order their tasks happen to run in (a task told to start can
+    /// still be preempted before it reaches the lock).
+    async fn lock_in_turn(&self, arrived: Arrived) -> tokio::sync::MutexGuard<'_, Option<Running>> {
+        let mut lock = std::pin::pin!(self.running.lock());
+        // One poll queues a waiter that cannot take the lock at once.
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(lock.as_mut(), cx))
+        })
+        .await;
+        if let Some(arrived) = arrived {
+            let _ = arrived.send(());
+        }
+        match first {
+            std::task::Poll::Ready(guard) => guard,
+            std::task::Poll::Pending => lock.await,
+        }
     }
 }
 
@@ -611,16 +650,16 @@ impl Host for ReferenceHost {
         for (index, action) in actions.iter().enumerate() {
             let worker = self.worker.clone();
             let action = action.clone();
-            let (started, has_started) = tokio::sync::oneshot::channel();
-            tasks.spawn(async move {
-                let _ = started.send(());
-                (index, worker.perform(&action).await)
-            });
-            // The next request arrives once this one is under way, as lines
-            // on a pipe do: the state's lock is fair, so they queue for it
-            // in the order they came (a runtime is free to start the last
-            // task spawned first).
-            let _ = has_started.await;
+            let (arrived, has_arrived) = tokio::sync::oneshot::channel();
+            tasks.spawn(
+                async move { (index, worker.perform_arriving(&action, Some(arrived)).await) },
+            );
+            // The next request arrives once this one holds the state's lock
+            // or waits in its queue, as lines on a pipe are taken one after
+            // the other: the lock is fair, so they get it in the order they
+            // came (a runtime is free to start the last task spawned first,
+            // and a thread to be preempted between starting and locking).
+            let _ = has_arrived.await;
         }
         let mut answers: Vec<Option<Result<ActionResult, HostError>>> =
             actions.iter().map(|_| None).collect();
