@@ -254,7 +254,8 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     .jobs(args.jobs)
     .seed(args.seed.unwrap_or_else(random_seed))
     .step_deadline(Duration::from_millis(args.step_timeout_ms))
-    .reporter(Box::new(HumanReporter::stdout()));
+    .reporter(Box::new(HumanReporter::stdout()))
+    .transcripts_only_where_read();
     for pattern in &args.filter {
         conformance = conformance.filter(pattern.clone());
     }

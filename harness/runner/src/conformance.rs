@@ -59,6 +59,9 @@ pub struct Conformance {
     /// `None`: the host's default (no hold for the embedded reference host,
     /// every hold as scripted for any other).
     max_model_hold: Option<Option<Duration>>,
+    /// Whether each result keeps its transcript even where no report or
+    /// snapshot reads it.
+    every_transcript: bool,
 }
 
 impl Conformance {
@@ -79,6 +82,7 @@ impl Conformance {
             interrupt: None,
             rerun_host: None,
             max_model_hold: None,
+            every_transcript: true,
         }
     }
 
@@ -181,6 +185,17 @@ impl Conformance {
         self
     }
 
+    /// Records a scenario's transcript only when a JSON report or a snapshot
+    /// check (`snapshots`) will read it; otherwise each result's transcript
+    /// is empty. The CLI's `run` does this: recording, normalising and
+    /// redacting transcripts that nothing reads is work on every step. A
+    /// caller that reads `results[i].transcript` itself keeps the default.
+    /// Without a transcript a result's `transcript` is an empty list.
+    pub fn transcripts_only_where_read(mut self) -> Conformance {
+        self.every_transcript = false;
+        self
+    }
+
     /// Stop the run when this turns `true` (a signal handler's doing): the
     /// adapters are killed, and the reports say what finished, marked
     /// interrupted.
@@ -263,6 +278,12 @@ impl Conformance {
             seed: self.seed,
             exec: ExecOptions {
                 step_deadline: self.step_deadline,
+                transcript: self.every_transcript
+                    || self.snapshots.is_some()
+                    || self
+                        .reports
+                        .iter()
+                        .any(|(format, _)| *format == Format::Json),
                 ..ExecOptions::default()
             },
             // The embedded host does all of an action's work before it
@@ -506,6 +527,50 @@ mod tests {
             .unwrap();
         assert_eq!(one.report.results.len(), 1, "{:?}", one.report.summary);
         assert_eq!(one.exit_code(), exit_code::SUCCESS);
+    }
+
+    /// Transcripts nothing reads are left out; a JSON report or a snapshot
+    /// check brings them back, and a library caller gets them by default.
+    #[test]
+    fn transcripts_are_recorded_only_where_something_reads_them() {
+        let steps_of = |run: Conformance| {
+            let outcome = run
+                .catalogue(catalogue())
+                .filter("tr/001-*")
+                .run_blocking()
+                .unwrap();
+            assert_eq!(outcome.exit_code(), exit_code::SUCCESS);
+            let [result] = &outcome.report.results[..] else {
+                panic!("one scenario: {:?}", outcome.report.summary);
+            };
+            result.transcript.as_array().map_or(0, Vec::len)
+        };
+        assert!(
+            steps_of(Conformance::reference_host()) > 0,
+            "the default keeps them"
+        );
+        let unread = Conformance::reference_host().transcripts_only_where_read();
+        assert_eq!(steps_of(unread), 0, "nothing reads them");
+
+        let dir = tempfile::tempdir().unwrap();
+        let report = dir.path().join("r.json");
+        let json = Conformance::reference_host()
+            .transcripts_only_where_read()
+            .report(Format::Json, report.clone());
+        assert!(steps_of(json) > 0, "the JSON report reads them");
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert!(
+            !written["scenarios"][0]["transcript"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{written}"
+        );
+        let snapshots = Conformance::reference_host()
+            .transcripts_only_where_read()
+            .snapshots(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../snapshots"));
+        assert!(steps_of(snapshots) > 0, "the snapshot check reads them");
     }
 
     #[test]
