@@ -218,9 +218,9 @@ async fn a_receipt_never_issued_and_a_remote_target_are_refused_alike() {
 /// a capability call racing its revoke (TC2), a direct call naming a
 /// look-alike of a sealed tool (SD2), a clarification question under
 /// `never` (PG4), an exact-call grant, a silent redefinition and the same
-/// call (SD2 before PG). The race is sent three times: the in-process host
-/// takes racing requests in the order sent only as far as the runtime
-/// starts their tasks in that order.
+/// call (SD2 before PG). The race is sent three times, and each must catch
+/// the mutant: the in-process host takes racing requests in the order sent
+/// (`lock_in_turn`), whatever order the runtime starts their tasks in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_newest_operations_catch_their_mutants() {
     let race_revoke = Op::CapabilityUse {
