@@ -83,11 +83,6 @@ pub fn lookup(url: &str) -> Option<InProcessService> {
         .cloned()
 }
 
-/// How many observers are reachable in memory now (for tests of isolation).
-pub fn registered() -> usize {
-    registry().len()
-}
-
 impl InProcessService {
     /// Sends one HTTP request through the observer's whole service stack.
     pub async fn send(

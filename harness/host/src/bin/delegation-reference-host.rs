@@ -19,7 +19,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::Mutex;
 
 /// Where replies go: stdout, as a pipe or as tokio's blocking stdout.
-type Stdout = Mutex<Box<dyn AsyncWrite + Send + Unpin>>;
+type Replies = Mutex<Box<dyn AsyncWrite + Send + Unpin>>;
 
 /// Exit status when the crash fault fires.
 const CRASH_EXIT: i32 = 70;
@@ -38,7 +38,7 @@ fn host_error_response(id: &Value, e: &HostError) -> Value {
 }
 
 /// Writes one reply line; `false` once stdout is gone.
-async fn write_reply(stdout: &Stdout, reply: &Value) -> bool {
+async fn write_reply(stdout: &Replies, reply: &Value) -> bool {
     let mut stdout = stdout.lock().await;
     stdout
         .write_all(format!("{reply}\n").as_bytes())
@@ -80,7 +80,7 @@ async fn main() {
         .with_authorizer_timeout(authorizer_timeout_from_env());
     let performer = host.performer();
     let mut lines = BufReader::new(stdin_reader()).lines();
-    let stdout: Arc<Stdout> = Arc::new(Mutex::new(stdout_writer()));
+    let stdout: Arc<Replies> = Arc::new(Mutex::new(stdout_writer()));
     let mut in_flight = tokio::task::JoinSet::new();
     while let Ok(Some(line)) = lines.next_line().await {
         // Answers already written need no keeping.

@@ -41,6 +41,11 @@ fn header(value: &str) -> InProcessResult<HeaderValue> {
     })
 }
 
+/// `Accept` as rmcp's client sends it on a POST and on the GET stream: SSE or JSON.
+fn accept_either() -> InProcessResult<HeaderValue> {
+    header(&[EVENT_STREAM_MIME_TYPE, JSON_MIME_TYPE].join(", "))
+}
+
 /// The essence of a `Content-Type` (no parameters), lower-cased.
 fn media_type(response: &http::Response<Body>) -> Option<String> {
     response
@@ -164,10 +169,7 @@ impl StreamableHttpClient for InProcessHttp {
             auth_header,
             custom_headers,
         )?
-        .header(
-            ACCEPT,
-            header(&[EVENT_STREAM_MIME_TYPE, JSON_MIME_TYPE].join(", "))?,
-        )
+        .header(ACCEPT, accept_either()?)
         .header(CONTENT_TYPE, header(JSON_MIME_TYPE)?);
         let body = serde_json::to_vec(&message)?;
         let response = self.send(request, Body::from(body)).await?;
@@ -269,10 +271,7 @@ impl StreamableHttpClient for InProcessHttp {
             auth_header,
             custom_headers,
         )?
-        .header(
-            ACCEPT,
-            header(&[EVENT_STREAM_MIME_TYPE, JSON_MIME_TYPE].join(", "))?,
-        );
+        .header(ACCEPT, accept_either()?);
         if let Some(last_event_id) = last_event_id {
             request = request.header(HEADER_LAST_EVENT_ID, header(&last_event_id)?);
         }

@@ -51,12 +51,7 @@ pub struct SqliteJournal {
     conditional_consume: bool,
 }
 
-/// The store's one table: rows keyed by (kind, key) and stored in that key's
-/// order (`WITHOUT ROWID`), so a write touches one b-tree, not a table and
-/// its primary-key index, and a commit appends one page to the WAL, not two.
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID";
-
-/// The connection's settings, in one batch, then the schema.
+/// The connection's settings, in one batch, then the store's one table.
 ///
 /// `locking_mode=EXCLUSIVE` first: only this connection ever opens the
 /// store (a restart closes the old one first), so it keeps its lock: no
@@ -72,11 +67,12 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key T
 /// an OS crash could lose the last batches, and the store lives as long as
 /// one scenario. `synchronous` comes before the journal mode so that
 /// switching it does not sync either.
-fn settings_and_schema() -> String {
-    format!(
-        "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA journal_mode = WAL; {SCHEMA};"
-    )
-}
+///
+/// The table's rows are keyed by (kind, key) and stored in that key's order
+/// (`WITHOUT ROWID`), so a write touches one b-tree, not a table and its
+/// primary-key index, and a commit appends one page to the WAL, not two.
+const SETTINGS_AND_SCHEMA: &str = "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA journal_mode = WAL; \
+    CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID;";
 
 /// The bytes of an empty store (WAL mode in its header, the schema made,
 /// checkpointed), taken from the first store this process makes and
@@ -107,8 +103,7 @@ impl SqliteJournal {
         // WAL removed) was most of the cost of closing a store.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(open_err)?;
-        conn.execute_batch(&settings_and_schema())
-            .map_err(open_err)?;
+        conn.execute_batch(SETTINGS_AND_SCHEMA).map_err(open_err)?;
         if EMPTY_STORE.get().is_none() && !fresh_from_template {
             remember_empty_store(&conn, &path);
         }
