@@ -382,10 +382,7 @@ impl Tap {
         if self.lock().pending.is_empty() {
             return;
         }
-        let Ok(message) = serde_json::from_str::<Value>(data) else {
-            return;
-        };
-        let Some(id) = message.get("id").and_then(id_key) else {
+        let Some(id) = frame_id_key(data) else {
             return;
         };
         let mut state = self.lock();
@@ -441,6 +438,26 @@ fn tool_texts(data: &str) -> Vec<String> {
 }
 
 /// The same key `RequestId`'s `Display` gives, from a raw `id` value.
+/// The key of a frame's `id`, read without building the rest of the
+/// message: a frame whose id is pending is parsed in full afterwards anyway.
+/// Anything unusual (not an object, a repeated `id`) is read as a whole
+/// value, as before.
+fn frame_id_key(data: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Identified {
+        id: Option<Value>,
+    }
+    if data.trim_start().starts_with('{') {
+        if let Ok(Identified { id }) = serde_json::from_str::<Identified>(data) {
+            return id.as_ref().and_then(id_key);
+        }
+    }
+    serde_json::from_str::<Value>(data)
+        .ok()?
+        .get("id")
+        .and_then(id_key)
+}
+
 fn id_key(id: &Value) -> Option<String> {
     match id {
         Value::Number(n) => Some(n.to_string()),
@@ -603,5 +620,33 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for TappedHttp<C> {
             )
             .await?;
         Ok(self.tap_stream(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn a_frame_id_is_read_as_the_whole_message_would_read_it() {
+        let frames = [
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"s-1","result":{}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"x"}}"#,
+            // A repeated id: the whole value keeps the last one.
+            r#"{"id":1,"jsonrpc":"2.0","id":2,"result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":3,"result":{}}]"#,
+            r#"[4]"#,
+            "not json",
+        ];
+        for frame in frames {
+            let whole = serde_json::from_str::<Value>(frame)
+                .ok()
+                .and_then(|m| m.get("id").and_then(id_key));
+            assert_eq!(frame_id_key(frame), whole, "{frame}");
+        }
+        assert_eq!(frame_id_key(frames[0]).as_deref(), Some("7"));
+        assert_eq!(frame_id_key(frames[1]).as_deref(), Some("s-1"));
+        assert_eq!(frame_id_key(frames[4]).as_deref(), Some("2"));
     }
 }

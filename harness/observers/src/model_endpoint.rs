@@ -215,7 +215,7 @@ use delegation_model::{Evidence, LifecycleCall, SpawnRequest, ToolDefinition};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use wiremock::matchers::{any, method, path, path_regex};
+use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::ObserverError;
@@ -598,7 +598,7 @@ impl ModelEndpoint {
                 .await;
         }
         Mock::given(method("POST"))
-            .and(path_regex(gemini::ROUTE))
+            .and(gemini::Route)
             .respond_with(Responder {
                 script: script.clone(),
                 format: WireFormat::Gemini,

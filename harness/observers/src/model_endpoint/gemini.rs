@@ -10,8 +10,21 @@ use super::{
 
 /// The route: `/v1beta/models/<model>:generateContent` or `:streamGenerateContent`
 /// (`/v1/...` when a client sets that API version).
-pub(super) const ROUTE: &str =
-    r"^/v1(beta)?/models/[^/:]+:(streamGenerateContent|generateContent)$";
+const ROUTE: &str = r"^/v1(beta)?/models/[^/:]+:(streamGenerateContent|generateContent)$";
+
+/// Matches a request on [`ROUTE`]. The pattern is compiled once per process:
+/// wiremock's `path_regex` compiles it for every endpoint started, which cost
+/// more than half a million instructions a scenario.
+pub(super) struct Route;
+
+impl wiremock::Match for Route {
+    fn matches(&self, request: &Request) -> bool {
+        static COMPILED: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+            regex::Regex::new(ROUTE).expect("ROUTE is a valid pattern")
+        });
+        COMPILED.is_match(request.url.path())
+    }
+}
 /// Gemini CLI's delegation tool, offered to the main agent only.
 pub const DELEGATION_TOOL: &str = "invoke_agent";
 /// The tool a Gemini CLI subagent ends its task with; only subagents are offered it.

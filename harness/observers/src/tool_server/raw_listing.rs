@@ -182,6 +182,11 @@ struct SplicedResult {
 
 /// Splices the definitions' texts into one JSON-RPC message, if it carries them.
 pub(super) fn rewrite_message(text: &str) -> Option<String> {
+    // Most events carry no listing; serde_json writes the key as it is, so
+    // looking for its text first saves parsing them.
+    if !text.contains(RAW_TOOLS_KEY) {
+        return None;
+    }
     let Value::Object(mut message) = serde_json::from_str(text).ok()? else {
         return None;
     };
