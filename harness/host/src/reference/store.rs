@@ -49,9 +49,12 @@ pub struct SqliteJournal {
     /// Whether a receipt's tombstone is written only over an unconsumed row
     /// (the correct host); `false` only for defect receipt-consume-check-then-act.
     conditional_consume: bool,
+    /// A copy of the empty store nothing was committed to yet: a load has
+    /// nothing to read (and would prepare a statement to find that out).
+    known_empty: bool,
 }
 
-/// The connection's settings, in one batch, then the store's one table.
+/// The connection's settings, in one batch; the store's one table is in [`FILE_FORMAT`].
 ///
 /// `locking_mode=EXCLUSIVE` first: only this connection ever opens the
 /// store (a restart closes the old one first), so it keeps its lock: no
@@ -71,7 +74,13 @@ pub struct SqliteJournal {
 /// The table's rows are keyed by (kind, key) and stored in that key's order
 /// (`WITHOUT ROWID`), so a write touches one b-tree, not a table and its
 /// primary-key index, and a commit appends one page to the WAL, not two.
-const SETTINGS_AND_SCHEMA: &str = "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF; PRAGMA journal_mode = WAL; \
+const CONNECTION_SETTINGS: &str = "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;";
+
+/// What a store's file keeps once made: WAL mode (written in its header) and
+/// the table. A copy of [`EMPTY_STORE`] has both already, so only a store
+/// made from nothing or reopened runs these; each statement is parsed anew
+/// on every connection.
+const FILE_FORMAT: &str = "PRAGMA journal_mode = WAL; \
     CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID;";
 
 /// The bytes of an empty store (WAL mode in its header, the schema made,
@@ -103,13 +112,17 @@ impl SqliteJournal {
         // WAL removed) was most of the cost of closing a store.
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
             .map_err(open_err)?;
-        conn.execute_batch(SETTINGS_AND_SCHEMA).map_err(open_err)?;
+        conn.execute_batch(CONNECTION_SETTINGS).map_err(open_err)?;
+        if !fresh_from_template {
+            conn.execute_batch(FILE_FORMAT).map_err(open_err)?;
+        }
         if EMPTY_STORE.get().is_none() && !fresh_from_template {
             remember_empty_store(&conn, &path);
         }
         Ok(SqliteJournal {
             conn,
             conditional_consume: true,
+            known_empty: fresh_from_template,
         })
     }
 
@@ -121,6 +134,9 @@ impl SqliteJournal {
 
     /// Every committed row, for a restart: kind by kind in [`Table::ALL`]'s order, each by key.
     pub fn load(&self) -> Result<Vec<(Table, String, Value)>, StoreError> {
+        if self.known_empty {
+            return Ok(Vec::new());
+        }
         let mut by_kind: Vec<Vec<(Table, String, Value)>> =
             Table::ALL.iter().map(|_| Vec::new()).collect();
         let mut stmt = self
@@ -195,6 +211,7 @@ impl Journal for SqliteJournal {
     /// writes are statements prepared once per connection (rusqlite's
     /// `Transaction` prepares its `BEGIN` and `COMMIT` anew each time).
     fn commit(&mut self, writes: Vec<Write>) -> Result<(), String> {
+        self.known_empty = false;
         self.run_cached("BEGIN").map_err(|e| e.to_string())?;
         let written = self.write_all(writes).and_then(|()| {
             self.run_cached("COMMIT")
@@ -218,38 +235,47 @@ impl SqliteJournal {
     /// The batch's writes, inside the transaction [`Journal::commit`] opened.
     fn write_all(&self, writes: Vec<Write>) -> Result<(), String> {
         for w in writes {
-            let value = w.value.to_json();
-            if self.conditional_consume
-                && w.table == Table::Receipts
-                && value.get("state").and_then(Value::as_str) == Some("consumed")
-            {
-                // The consume is one conditional update inside the batch's
-                // transaction: a receipt already tombstoned (or never
-                // issued) matches no row, and the whole batch (the child,
-                // its record) rolls back.
-                let changed = self
-                    .conn
-                    .prepare_cached(
-                        "UPDATE rows SET value = ?3 WHERE kind = ?1 AND key = ?2 AND json_extract(value, '$.state') = 'issued'",
-                    )
-                    .and_then(|mut update| {
-                        update.execute(params![w.table.name(), w.key, value.to_string()])
-                    })
-                    .map_err(|e| e.to_string())?;
-                if changed != 1 {
-                    return Err(format!(
-                        "receipt `{}` is not issued in the store: its consume matched no row",
-                        w.key
-                    ));
+            if self.conditional_consume && w.table == Table::Receipts {
+                let value = w.value.to_json();
+                if value.get("state").and_then(Value::as_str) == Some("consumed") {
+                    // The consume is one conditional update inside the batch's
+                    // transaction: a receipt already tombstoned (or never
+                    // issued) matches no row, and the whole batch (the child,
+                    // its record) rolls back.
+                    let changed = self
+                        .conn
+                        .prepare_cached(
+                            "UPDATE rows SET value = ?3 WHERE kind = ?1 AND key = ?2 AND json_extract(value, '$.state') = 'issued'",
+                        )
+                        .and_then(|mut update| {
+                            update.execute(params![w.table.name(), w.key, value.to_string()])
+                        })
+                        .map_err(|e| e.to_string())?;
+                    if changed != 1 {
+                        return Err(format!(
+                            "receipt `{}` is not issued in the store: its consume matched no row",
+                            w.key
+                        ));
+                    }
+                    continue;
                 }
-                continue;
             }
             self.conn
                 .prepare_cached(
                     "INSERT INTO rows (kind, key, value) VALUES (?1, ?2, ?3) ON CONFLICT(kind, key) DO UPDATE SET value = excluded.value",
                 )
                 .and_then(|mut upsert| {
-                    upsert.execute(params![w.table.name(), w.key, value.to_string()])
+                    let text = w.value.to_json_text();
+                    // Every row a debug build writes (each test's, each
+                    // scenario's) is checked to read back as its value.
+                    debug_assert_eq!(
+                        serde_json::from_str::<Value>(&text).ok(),
+                        Some(w.value.to_json()),
+                        "row {}/{} as text",
+                        w.table.name(),
+                        w.key
+                    );
+                    upsert.execute(params![w.table.name(), w.key, text])
                 })
                 .map_err(|e| e.to_string())?;
         }
@@ -281,12 +307,18 @@ mod tests {
                 .query_row("PRAGMA journal_mode", [], |r| r.get(0))
                 .unwrap();
             assert_eq!(mode, "wal");
+            assert_eq!(j.load().unwrap(), vec![]);
             j.commit(vec![Write {
                 table: Table::Instances,
                 key: "inst-1".into(),
                 value: RowValue::new(json!({"a": 1})),
             }])
             .unwrap();
+            assert_eq!(
+                j.load().unwrap(),
+                vec![(Table::Instances, "inst-1".to_string(), json!({"a": 1}))],
+                "what this connection committed is loaded too"
+            );
         }
         // The commit went to the WAL, which closing left in place, and the
         // WAL's index was in memory: no shared-memory file was made.

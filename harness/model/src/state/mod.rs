@@ -64,11 +64,18 @@ pub struct RowValue(Arc<dyn StoredRow>);
 /// What a row's content must offer a store.
 pub trait StoredRow: std::fmt::Debug + Send + Sync {
     fn to_json(&self) -> Value;
+    /// The same JSON as text, written straight from the record: a store
+    /// that keeps text need not build the value and then print it.
+    fn to_json_text(&self) -> String;
 }
 
 impl<T: Serialize + std::fmt::Debug + Send + Sync> StoredRow for T {
     fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("state records serialise")
+    }
+
+    fn to_json_text(&self) -> String {
+        serde_json::to_string(self).expect("state records serialise")
     }
 }
 
@@ -80,6 +87,12 @@ impl RowValue {
     /// The row as the JSON a store keeps and a restart reads.
     pub fn to_json(&self) -> Value {
         self.0.to_json()
+    }
+
+    /// [`RowValue::to_json`] as text. Its keys come in the record's order
+    /// rather than sorted; parsed, it is the same value.
+    pub fn to_json_text(&self) -> String {
+        self.0.to_json_text()
     }
 }
 
