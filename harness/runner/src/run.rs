@@ -263,7 +263,7 @@ pub async fn run(
                 result.snapshot = Some(snapshot::check(dir, &result));
             }
             publish.send_replace(Some(result.verdict.clone()));
-            let _ = events.send(RunEvent::ScenarioFinished(Box::new(result.clone())));
+            let _ = events.send(RunEvent::ScenarioFinished(Arc::new(result.clone())));
             Some(result)
         });
     }
@@ -462,8 +462,8 @@ pub fn judge(
         }
     }
 
-    let transcript = snapshot::normalise(&execution.transcript);
     let secrets = execution.transcript.secrets.clone();
+    let transcript = snapshot::normalise_owned(execution.transcript);
     let mut failures = execution.failures;
     if let Some((message, listed, now)) = changed_failure {
         failures.push(crate::verdict::Failure {

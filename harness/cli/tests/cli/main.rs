@@ -806,7 +806,9 @@ fn the_harness_raises_its_descriptor_limit_but_adapters_keep_the_one_it_was_give
 /// `--snapshots`: a changed transcript is an event of its scenario in every
 /// report (a bounded diff, the rerun command, exit 1), never insta's panic
 /// and full printout; the same run against the committed snapshot is the
-/// positive control.
+/// positive control. The folder is given relative to the working directory,
+/// as a user types it (insta alone would look for it beside its caller's
+/// source file, compare nothing and report nothing).
 #[test]
 fn a_changed_snapshot_is_reported_by_every_reporter_and_fails_the_run() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -821,8 +823,9 @@ fn a_changed_snapshot_is_reported_by_every_reporter_and_fails_the_run() {
         }
         let report = |name: &str| work.path().join(name).to_string_lossy().into_owned();
         let o = Command::new(env!("CARGO_BIN_EXE_delegation-harness"))
-            .current_dir(&root)
-            .args(["run", "--filter", id, "--snapshots", dir.to_str().unwrap()])
+            .current_dir(work.path())
+            .args(["run", "--filter", id, "--snapshots", "snaps"])
+            .args(["--scenarios", root.join("scenarios").to_str().unwrap()])
             .args(["--report", &format!("json={}", report("r.json"))])
             .args(["--report", &format!("junit={}", report("r.xml"))])
             .args(["--report", &format!("markdown={}", report("r.md"))])

@@ -782,6 +782,8 @@ async fn transcripts_name_instances_by_alias_and_unaliased_ids_by_placeholder() 
         normal[0]["evidence"]["model_requests"]["<id:1>"], 1,
         "ids as map keys too"
     );
+    // What a run uses (the steps rewritten in place) is the same form.
+    assert_eq!(delegation_runner::snapshot::normalise_owned(raw), normal);
 }
 
 #[tokio::test]
