@@ -35,7 +35,9 @@ pub enum RunEvent {
         id: String,
     },
     StepFinished(StepSummary),
-    ScenarioFinished(Box<ScenarioResult>),
+    /// Shared: every reporter that keeps results keeps this one, not a copy
+    /// of its transcript each.
+    ScenarioFinished(std::sync::Arc<ScenarioResult>),
     RunFinished {
         summary: Summary,
     },

@@ -249,7 +249,7 @@ impl Reporter for HumanReporter {
                 text.push_str(&render_summary(&summary, interrupted));
                 text.push('\n');
                 let plain = anstream::adapter::strip_str(&text).to_string();
-                super::write_atomically(file, plain.as_bytes())?;
+                collector.write(file, plain.as_bytes())?;
             }
             return Ok(());
         }

@@ -59,6 +59,6 @@ impl Reporter for JsonReporter {
         let mut text = Vec::with_capacity(1 << 16);
         serde_json::to_writer_pretty(&mut text, &report).map_err(io::Error::other)?;
         text.write_all(b"\n")?;
-        super::write_atomically(&self.file, &text)
+        self.collector.write(&self.file, &text)
     }
 }

@@ -150,6 +150,6 @@ impl Reporter for JunitReporter {
         }
         report.add_test_suites(suites);
         let xml = report.to_string().map_err(io::Error::other)?;
-        super::write_atomically(&self.file, xml.as_bytes())
+        self.collector.write(&self.file, xml.as_bytes())
     }
 }

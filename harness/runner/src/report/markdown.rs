@@ -214,7 +214,7 @@ impl Reporter for MarkdownReporter {
                 cell(&detail)
             );
         }
-        super::write_atomically(&self.file, out.as_bytes())
+        self.collector.write(&self.file, out.as_bytes())
     }
 }
 
@@ -273,7 +273,7 @@ mod tests {
         for i in 0..failed {
             let result = failing(&format!("zc/{i:03}-fails"), 8_000);
             reporter
-                .event(&RunEvent::ScenarioFinished(Box::new(result)))
+                .event(&RunEvent::ScenarioFinished(std::sync::Arc::new(result)))
                 .unwrap();
         }
         let summary = Summary {

@@ -90,14 +90,30 @@ pub async fn drain(
 /// outright (SIGKILL, a lost machine) still leaves what it had finished.
 const PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Partial reports take at most about this share of a run's time: each one
+/// rewrites the whole report so far, so a report that grows (transcripts in
+/// a JSON report, a long run) is rewritten less often as it costs more,
+/// instead of once a second whatever it costs.
+const PARTIAL_SHARE: u32 = 10;
+
+/// The time to wait after a report that took `cost` to build and write
+/// before the next partial one: [`PARTIAL_EVERY`], or [`PARTIAL_SHARE`]
+/// times as long as the last one took.
+fn partial_interval(cost: std::time::Duration) -> std::time::Duration {
+    PARTIAL_EVERY.max(cost * PARTIAL_SHARE)
+}
+
 /// Collects finished results until the run ends, then calls `write`.
 pub(crate) struct Collector {
-    pub results: Vec<crate::verdict::ScenarioResult>,
+    pub results: Vec<std::sync::Arc<crate::verdict::ScenarioResult>>,
     pub host: String,
     pub seed: u64,
     pub rerun: Rerun,
     total: usize,
     last_written: Option<std::time::Instant>,
+    /// How long the last report took from `absorb` asking for it to its
+    /// file written ([`Collector::write`]).
+    last_cost: std::time::Duration,
     /// A result arrived since the last partial report.
     dirty: bool,
 }
@@ -111,8 +127,19 @@ impl Collector {
             rerun: Rerun::default(),
             total: 0,
             last_written: None,
+            last_cost: std::time::Duration::ZERO,
             dirty: false,
         }
+    }
+
+    /// Writes the report `absorb` asked for (whole or not at all, see
+    /// [`write_atomically`]) and notes what building and writing it cost.
+    pub fn write(&mut self, file: &std::path::Path, contents: &[u8]) -> io::Result<()> {
+        let written = write_atomically(file, contents);
+        if let Some(asked) = self.last_written {
+            self.last_cost = asked.elapsed();
+        }
+        written
     }
 
     /// Returns `Some((summary, interrupted))` when the run ended, and also
@@ -137,7 +164,7 @@ impl Collector {
                 self.partial_if_due()
             }
             RunEvent::ScenarioFinished(result) => {
-                self.results.push((**result).clone());
+                self.results.push(std::sync::Arc::clone(result));
                 self.dirty = true;
                 self.partial_if_due()
             }
@@ -149,24 +176,23 @@ impl Collector {
     }
 
     /// A partial report (marked interrupted) when results arrived since the
-    /// last one and the last one is at least [`PARTIAL_EVERY`] old.
+    /// last one and the last one is at least [`partial_interval`] old.
     fn partial_if_due(&mut self) -> Option<(crate::verdict::Summary, bool)> {
-        let due = self
-            .last_written
-            .is_none_or(|t| t.elapsed() >= PARTIAL_EVERY);
+        let interval = partial_interval(self.last_cost);
+        let due = self.last_written.is_none_or(|t| t.elapsed() >= interval);
         if !(self.dirty && due) {
             return None;
         }
         self.dirty = false;
         self.last_written = Some(std::time::Instant::now());
-        let mut summary = crate::verdict::Summary::from_results(&self.results);
+        let mut summary = crate::verdict::Summary::from_results(self.results.iter().map(|r| &**r));
         summary.not_run = self.total.saturating_sub(self.results.len());
         Some((summary, true))
     }
 
     /// Results sorted by id, so report files do not depend on `--jobs` timing.
     pub fn sorted(&self) -> Vec<&crate::verdict::ScenarioResult> {
-        let mut r: Vec<_> = self.results.iter().collect();
+        let mut r: Vec<_> = self.results.iter().map(|r| &**r).collect();
         r.sort_by(|a, b| a.id.cmp(&b.id));
         r
     }
@@ -379,6 +405,42 @@ pub fn bounded(text: &str, max: usize) -> String {
     }
     let head: String = text.chars().take(max).collect();
     format!("{head}… (cut; the JSON report has all of it)")
+}
+
+#[cfg(test)]
+mod partial_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_costly_partial_report_is_rewritten_less_often() {
+        assert_eq!(partial_interval(Duration::ZERO), PARTIAL_EVERY);
+        assert_eq!(partial_interval(Duration::from_millis(50)), PARTIAL_EVERY);
+        assert_eq!(
+            partial_interval(Duration::from_millis(300)),
+            Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn writing_a_report_notes_what_it_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("report.json");
+        let mut collector = Collector::new();
+        let started = RunEvent::RunStarted {
+            host: "h".into(),
+            total: 1,
+            seed: 1,
+            jobs: 1,
+            model_checkers: true,
+            rerun: Rerun::default(),
+        };
+        assert!(collector.absorb(&started).is_some(), "a report at once");
+        std::thread::sleep(Duration::from_millis(20));
+        collector.write(&file, b"{}").unwrap();
+        assert!(collector.last_cost >= Duration::from_millis(20));
+        assert_eq!(std::fs::read(&file).unwrap(), b"{}");
+    }
 }
 
 #[cfg(test)]
