@@ -86,11 +86,10 @@ fn rewrite_secrets(value: &mut Value, secrets: &[String]) {
 fn collect_ids(value: &Value, is_id: bool, names: &mut BTreeMap<String, String>, next: &mut usize) {
     match value {
         Value::String(s) if is_id => {
-            names.entry(s.clone()).or_insert_with(|| {
-                let name = format!("<id:{next}>");
+            if !names.contains_key(s) {
+                names.insert(s.clone(), format!("<id:{next}>"));
                 *next += 1;
-                name
-            });
+            }
         }
         Value::Array(items) => items
             .iter()
@@ -128,6 +127,13 @@ fn rewrite(
         Value::Array(items) => items
             .iter_mut()
             .for_each(|v| rewrite(v, names, secrets, key)),
+        // Most objects have no id among their keys: their values are
+        // rewritten where they are, without building the object anew.
+        Value::Object(map) if !map.keys().any(|k| names.contains_key(k)) => {
+            for (k, v) in map.iter_mut() {
+                rewrite(v, names, secrets, Some(k));
+            }
+        }
         Value::Object(map) => {
             // Ids also appear as map keys (model requests by instance).
             let renamed: serde_json::Map<String, Value> = std::mem::take(map)

@@ -207,7 +207,11 @@ impl ScenarioResult {
         if secrets.is_empty() {
             return;
         }
+        let holds_one = |t: &str| secrets.iter().any(|secret| t.contains(secret));
         let text = |t: &mut String| {
+            if !holds_one(t) {
+                return;
+            }
             for secret in &secrets {
                 if t.contains(secret) {
                     *t = t.replace(secret, REDACTED);
@@ -233,22 +237,27 @@ impl ScenarioResult {
             text(&mut f.at);
             text(&mut f.message);
             for v in [&mut f.expected, &mut f.observed, &mut f.evidence] {
-                redact_value(v, &text);
+                redact_value(v, &text, &holds_one);
             }
         }
-        redact_value(&mut self.transcript, &text);
+        redact_value(&mut self.transcript, &text, &holds_one);
     }
 }
 
-fn redact_value(value: &mut Value, text: &impl Fn(&mut String)) {
+/// Redacts every string in `value` with `text`; `holds_one` says whether a
+/// key needs it, so that the keys without a secret (nearly all) are not copied.
+fn redact_value(value: &mut Value, text: &impl Fn(&mut String), holds_one: &impl Fn(&str) -> bool) {
     match value {
         Value::String(s) => text(s),
-        Value::Array(items) => items.iter_mut().for_each(|v| redact_value(v, text)),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|v| redact_value(v, text, holds_one)),
         Value::Object(map) => {
             // Keys too: a host may name something after a secret. Only
             // those are moved; a transcript has many keys and few secrets.
             let renamed: Vec<(String, String)> = map
                 .keys()
+                .filter(|key| holds_one(key))
                 .filter_map(|key| {
                     let mut redacted = key.clone();
                     text(&mut redacted);
@@ -260,7 +269,8 @@ fn redact_value(value: &mut Value, text: &impl Fn(&mut String)) {
                     map.insert(redacted, v);
                 }
             }
-            map.values_mut().for_each(|v| redact_value(v, text));
+            map.values_mut()
+                .for_each(|v| redact_value(v, text, holds_one));
         }
         _ => {}
     }
