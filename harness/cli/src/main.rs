@@ -285,7 +285,7 @@ fn run(args: RunArgs) -> anyhow::Result<i32> {
     // Every job costs descriptors (a host, three observers, their
     // connections); a run starved of them is reported as the harness's own
     // failure, but better not starved at all.
-    delegation_runner::resources::raise_descriptor_limit();
+    delegation_runner::resources::raise_descriptor_limit(args.jobs);
     if let Some(warning) = delegation_runner::resources::shortage_ahead(args.jobs) {
         anstream::eprintln!("warning: {warning}");
     }

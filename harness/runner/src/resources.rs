@@ -169,12 +169,14 @@ fn soft_limit() -> Option<u64> {
 }
 
 /// Raises this process's soft descriptor limit to its hard limit, as test
-/// runners do: every job costs descriptors, and the soft default (1024 on
-/// many systems) is an accident of history, not a choice of the user's.
-/// Adapters are started with the limit the harness was given (see
-/// [`delegation_host::process::raise_descriptor_limit`]).
-pub fn raise_descriptor_limit() -> Option<u64> {
-    delegation_host::process::raise_descriptor_limit()
+/// runners do, when `jobs` scenarios at once could come near it (twice
+/// [`DESCRIPTORS_PER_JOB`] a job): every job costs descriptors, and the soft
+/// default (1024 on many systems) is an accident of history, not a choice
+/// of the user's. Adapters are started with the limit the harness was given
+/// (see [`delegation_host::process::raise_descriptor_limit`]).
+pub fn raise_descriptor_limit(jobs: usize) -> Option<u64> {
+    let (open, _) = descriptors()?;
+    delegation_host::process::raise_descriptor_limit(open + jobs as u64 * DESCRIPTORS_PER_JOB * 2)
 }
 
 #[cfg(test)]

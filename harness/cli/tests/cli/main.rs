@@ -768,39 +768,59 @@ fn require_ran_fails_a_run_that_ran_fewer_scenarios_and_passes_one_that_ran_enou
     );
 }
 
+/// The harness raises its soft descriptor limit when its jobs could come
+/// near it, and not otherwise (an adapter then starts by `posix_spawn`, with
+/// no step of the harness's own between fork and exec); adapters keep the
+/// limit the harness was given either way.
 #[test]
 fn the_harness_raises_its_descriptor_limit_but_adapters_keep_the_one_it_was_given() {
-    let work = tempfile::tempdir().unwrap();
-    let (adapter_limit, harness_limits) =
-        (work.path().join("adapter"), work.path().join("harness"));
-    // The adapter writes its own soft limit and its parent's (the harness's)
-    // limits, then reads its input and answers nothing.
-    let adapter = format!(
-        "sh -c 'ulimit -Sn > {}; grep \"Max open files\" /proc/$PPID/limits > {}; cat > /dev/null'",
-        adapter_limit.display(),
-        harness_limits.display()
-    );
-    let bin = env!("CARGO_BIN_EXE_delegation-harness");
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!(
-            "ulimit -Sn 512; exec '{bin}' run --scenarios '{}' --step-timeout-ms 300 --host \"$ADAPTER\"",
-            fixtures().display()
-        ))
-        .env("ADAPTER", &adapter)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2), "{}\n{}", stdout(&o), stderr(&o));
-    let harness = std::fs::read_to_string(&harness_limits).unwrap();
-    let limits: Vec<&str> = harness.split_whitespace().skip(3).take(2).collect();
-    // Raised: soft up to hard (the positive control that there was something to restore).
+    let limits_seen = |jobs: &str| {
+        let work = tempfile::tempdir().unwrap();
+        let (adapter_limit, harness_limits) =
+            (work.path().join("adapter"), work.path().join("harness"));
+        // The adapter writes its own soft limit and its parent's (the harness's)
+        // limits, then reads its input and answers nothing.
+        let adapter = format!(
+            "sh -c 'ulimit -Sn > {}; grep \"Max open files\" /proc/$PPID/limits > {}; cat > /dev/null'",
+            adapter_limit.display(),
+            harness_limits.display()
+        );
+        let bin = env!("CARGO_BIN_EXE_delegation-harness");
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -Sn 512; exec '{bin}' run --scenarios '{}' --step-timeout-ms 300 --jobs {jobs} --host \"$ADAPTER\"",
+                fixtures().display()
+            ))
+            .env("ADAPTER", &adapter)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}\n{}", stdout(&o), stderr(&o));
+        let harness = std::fs::read_to_string(&harness_limits).unwrap();
+        let limits: Vec<String> = harness
+            .split_whitespace()
+            .skip(3)
+            .take(2)
+            .map(String::from)
+            .collect();
+        let adapter = std::fs::read_to_string(&adapter_limit)
+            .unwrap()
+            .trim()
+            .to_string();
+        (limits, adapter, harness)
+    };
+    // 16 jobs could need more than 512: raised, soft up to hard (the
+    // positive control that there was something to restore).
+    let (limits, adapter, harness) = limits_seen("16");
     assert_eq!(limits[0], limits[1], "{harness}");
     assert_ne!(limits[0], "512", "{harness}");
-    assert_eq!(
-        std::fs::read_to_string(&adapter_limit).unwrap().trim(),
-        "512"
-    );
+    assert_eq!(adapter, "512");
+    // One job fits in 512: left as it was.
+    let (limits, adapter, harness) = limits_seen("1");
+    assert_eq!(limits[0], "512", "{harness}");
+    assert_ne!(limits[1], "512", "the hard limit is above: {harness}");
+    assert_eq!(adapter, "512");
 }
 
 /// `--snapshots`: a changed transcript is an event of its scenario in every
