@@ -494,6 +494,25 @@ async fn a_host_reason_name_is_translated_before_decoding_or_refused_clearly() {
         );
         assert_eq!(result.outcome, Outcome::Denied);
         mapped.shutdown().await.unwrap();
+
+        // A result that decodes as it comes is not translated: a translator
+        // that refuses everything refuses only the one that does not.
+        let refuse_all = ResultTranslator(Arc::new(|_: &mut serde_json::Value| {
+            Err("translated".to_string())
+        }));
+        let options = ProcessOptions {
+            translate_result: Some(refuse_all),
+            ..quick()
+        };
+        let store = tempfile::tempdir().unwrap();
+        let mut refusing = started(&python("echo_adapter.py", &[], options), store.path()).await;
+        let observed = refusing.call(&Action::Observe).await;
+        assert_eq!(observed.expect("decodes untranslated").outcome, Outcome::Ok);
+        match refusing.call(&fail).await {
+            Err(HostError::Protocol { detail, .. }) => assert_eq!(detail, "translated"),
+            other => panic!("expected the translator's refusal, got {other:?}"),
+        }
+        refusing.shutdown().await.unwrap();
     })
     .await;
 }
