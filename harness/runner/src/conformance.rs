@@ -283,7 +283,7 @@ impl Conformance {
                     || self
                         .reports
                         .iter()
-                        .any(|(format, _)| *format == Format::Json),
+                        .any(|(format, _)| format.reads_transcripts()),
                 ..ExecOptions::default()
             },
             // The embedded host does all of an action's work before it

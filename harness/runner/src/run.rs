@@ -463,7 +463,7 @@ pub fn judge(
     }
 
     let secrets = execution.transcript.secrets.clone();
-    let transcript = snapshot::normalise_owned(execution.transcript);
+    let transcript = snapshot::normalise(execution.transcript);
     let mut failures = execution.failures;
     if let Some((message, listed, now)) = changed_failure {
         failures.push(crate::verdict::Failure {

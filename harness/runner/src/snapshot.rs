@@ -35,21 +35,15 @@ const TIME_KEYS: &[&str] = &["now", "issued_at", "expires_at", "deadline"];
 /// Keys whose values are secrets or host-specific seals.
 const SECRET_KEYS: &[&str] = &["seal", "secret"];
 
-/// The snapshot form of a transcript.
-pub fn normalise(transcript: &Transcript) -> Value {
-    normalise_steps(transcript.steps.clone(), transcript)
-}
-
-/// [`normalise`] of a transcript whose steps are no longer needed as they
-/// were: they are rewritten in place rather than copied first.
-pub fn normalise_owned(mut transcript: Transcript) -> Value {
-    let steps = std::mem::take(&mut transcript.steps);
-    normalise_steps(steps, &transcript)
-}
-
-fn normalise_steps(steps: Vec<Value>, transcript: &Transcript) -> Value {
+/// The snapshot form of a transcript, its steps rewritten in place.
+pub fn normalise(transcript: Transcript) -> Value {
+    let Transcript {
+        steps,
+        aliases,
+        secrets,
+    } = transcript;
     let mut names: BTreeMap<String, String> = BTreeMap::new();
-    for (id, alias) in &transcript.aliases {
+    for (id, alias) in &aliases {
         names
             .entry(id.clone())
             .or_insert_with(|| format!("<{alias}>"));
@@ -58,7 +52,7 @@ fn normalise_steps(steps: Vec<Value>, transcript: &Transcript) -> Value {
     let mut steps = Value::Array(steps);
     // First pass: give every id-valued string a name in order of appearance.
     collect_ids(&steps, false, &mut names, &mut next);
-    rewrite(&mut steps, &names, &transcript.secrets, None);
+    rewrite(&mut steps, &names, &secrets, None);
     steps
 }
 

@@ -70,16 +70,16 @@ pub struct SqliteJournal {
 /// an OS crash could lose the last batches, and the store lives as long as
 /// one scenario. `synchronous` comes before the journal mode so that
 /// switching it does not sync either.
-///
-/// The table's rows are keyed by (kind, key) and stored in that key's order
-/// (`WITHOUT ROWID`), so a write touches one b-tree, not a table and its
-/// primary-key index, and a commit appends one page to the WAL, not two.
 const CONNECTION_SETTINGS: &str = "PRAGMA locking_mode = EXCLUSIVE; PRAGMA synchronous = OFF;";
 
 /// What a store's file keeps once made: WAL mode (written in its header) and
 /// the table. A copy of [`EMPTY_STORE`] has both already, so only a store
 /// made from nothing or reopened runs these; each statement is parsed anew
 /// on every connection.
+///
+/// The table's rows are keyed by (kind, key) and stored in that key's order
+/// (`WITHOUT ROWID`), so a write touches one b-tree, not a table and its
+/// primary-key index, and a commit appends one page to the WAL, not two.
 const FILE_FORMAT: &str = "PRAGMA journal_mode = WAL; \
     CREATE TABLE IF NOT EXISTS rows (kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (kind, key)) WITHOUT ROWID;";
 

@@ -29,6 +29,14 @@ pub enum Format {
     Markdown,
 }
 
+impl Format {
+    /// Whether a report of this format holds each scenario's transcript
+    /// (a run records transcripts only where something reads them).
+    pub fn reads_transcripts(self) -> bool {
+        matches!(self, Format::Json)
+    }
+}
+
 impl std::str::FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Format, String> {
@@ -111,8 +119,8 @@ pub(crate) struct Collector {
     pub rerun: Rerun,
     total: usize,
     last_written: Option<std::time::Instant>,
-    /// How long the last report took from `absorb` asking for it to its
-    /// file written ([`Collector::write`]).
+    /// How long the last partial report took from `absorb` asking for it
+    /// to its file written ([`Collector::write`]).
     last_cost: std::time::Duration,
     /// A result arrived since the last partial report.
     dirty: bool,
@@ -169,8 +177,15 @@ impl Collector {
                 self.partial_if_due()
             }
             RunEvent::Tick => self.partial_if_due(),
-            RunEvent::RunFinished { summary } => Some((summary.clone(), false)),
-            RunEvent::RunInterrupted { summary } => Some((summary.clone(), true)),
+            // The last report: what it costs paces no partial one.
+            RunEvent::RunFinished { summary } => {
+                self.last_written = None;
+                Some((summary.clone(), false))
+            }
+            RunEvent::RunInterrupted { summary } => {
+                self.last_written = None;
+                Some((summary.clone(), true))
+            }
             _ => None,
         }
     }

@@ -773,7 +773,7 @@ async fn transcripts_name_instances_by_alias_and_unaliased_ids_by_placeholder() 
         aliases: vec![],
         secrets: vec![],
     };
-    let normal = delegation_runner::snapshot::normalise(&raw);
+    let normal = delegation_runner::snapshot::normalise(raw);
     assert_eq!(normal[0]["reply"]["instance"], "<id:1>");
     assert_eq!(normal[0]["reply"]["receipt"]["id"], "<id:2>");
     assert_eq!(normal[0]["reply"]["receipt"]["seal"], "<secret>");
@@ -782,8 +782,6 @@ async fn transcripts_name_instances_by_alias_and_unaliased_ids_by_placeholder() 
         normal[0]["evidence"]["model_requests"]["<id:1>"], 1,
         "ids as map keys too"
     );
-    // What a run uses (the steps rewritten in place) is the same form.
-    assert_eq!(delegation_runner::snapshot::normalise_owned(raw), normal);
 }
 
 #[tokio::test]
