@@ -183,9 +183,15 @@ impl Checker for Ce2 {
 /// CE3. A child's ceiling (and a record's effective authority) stays within
 /// every axis its delegation requested and within its role's default from
 /// the configuration: a narrower role default or request wins.
+///
+/// A record's verdict rests on the record alone, and a record is immutable
+/// and shared between the observations that list it (as for SD1): one
+/// already looked at is not looked at again.
 #[derive(Default)]
 pub(super) struct Ce3 {
     reported: BTreeSet<(String, &'static str)>,
+    /// The records of the last observation, at their index.
+    records_seen: Vec<std::sync::Arc<DecisionRecord>>,
 }
 
 impl Checker for Ce3 {
@@ -194,35 +200,56 @@ impl Checker for Ce3 {
             return;
         };
         let roles = facts.config.map(|c| &c.roles);
-        let mut checks: Vec<(String, &Authority, &AuthorityRequest, &str)> = Vec::new();
+        // The subject is named only for a violation: an observation lists
+        // every record so far, and naming each one on every step cost more
+        // than the comparison itself.
+        enum Subject<'a> {
+            Instance(&'a str),
+            Record(u64),
+        }
+        let mut checks: Vec<(Subject, &Authority, &AuthorityRequest, &str)> = Vec::new();
         for instance in observed.instances.iter().filter(|i| i.parent.is_some()) {
             if let Some(requested) = &instance.requested {
-                checks.push((instance.id.clone(), &instance.ceiling, requested, "request"));
+                checks.push((
+                    Subject::Instance(&instance.id),
+                    &instance.ceiling,
+                    requested,
+                    "request",
+                ));
             }
             if let Some(default) = roles.and_then(|r| r.get(&instance.role)) {
                 checks.push((
-                    instance.id.clone(),
+                    Subject::Instance(&instance.id),
                     &instance.ceiling,
                     default,
                     "role default",
                 ));
             }
         }
-        for record in &observed.records {
+        let seen = &mut self.records_seen;
+        seen.truncate(observed.records.len());
+        for (i, record) in observed.records.iter().enumerate() {
+            match seen.get_mut(i) {
+                Some(kept) if std::sync::Arc::ptr_eq(kept, record) => continue,
+                Some(kept) => *kept = record.clone(),
+                None => seen.push(record.clone()),
+            }
             if let (Some(requested), Some(effective), true) =
                 (&record.requested, &record.effective, record.allowed)
             {
-                checks.push((
-                    format!("record {}", record.seq),
-                    effective,
-                    requested,
-                    "request",
-                ));
+                checks.push((Subject::Record(record.seq), effective, requested, "request"));
             }
         }
         for (subject, authority, bound, what) in checks {
             let axes = axes_above_request(authority, bound);
-            if !axes.is_empty() && self.reported.insert((subject.clone(), what)) {
+            if axes.is_empty() {
+                continue;
+            }
+            let subject = match subject {
+                Subject::Instance(id) => id.to_string(),
+                Subject::Record(seq) => format!("record {seq}"),
+            };
+            if self.reported.insert((subject.clone(), what)) {
                 out.push(violation(
                     InvariantId::CE3,
                     entry.step,

@@ -1269,6 +1269,58 @@ fn sd1_reports_a_malformed_record_in_every_observation_that_lists_it() {
     assert_eq!(seen, [(1, true), (2, true), (3, true)], "{found:#?}");
 }
 
+/// CE3 skips a decision record shared with the observation before, but a
+/// record that exceeds its request is reported wherever it first shows,
+/// also at an index where a shared, conforming record stood.
+#[test]
+fn ce3_looks_at_each_record_where_it_first_shows_and_reports_it_once() {
+    let record = |seq: u64, sandbox: Sandbox| {
+        let mut effective = root_authority();
+        effective.sandbox = sandbox;
+        std::sync::Arc::new(DecisionRecord {
+            seq,
+            transition: "delegate".into(),
+            parent: Some("root".into()),
+            child: Some(format!("c{seq}")),
+            requested_role: Some("worker".into()),
+            requested: Some(AuthorityRequest {
+                sandbox: Some(Sandbox::ReadOnly.into()),
+                ..AuthorityRequest::default()
+            }),
+            effective: Some(effective),
+            allowed: true,
+            deny_reasons: vec![],
+            receipt_ids: vec![],
+            decided_by: None,
+            approval: None,
+            created_instances_delta: 0,
+        })
+    };
+    let within = record(1, Sandbox::ReadOnly);
+    let beyond = record(2, workspace_write(&["/w/repo"], false));
+    let with_records = |records: Vec<std::sync::Arc<DecisionRecord>>| Observed {
+        records,
+        ..Observed::default()
+    };
+    let history = H::new()
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![within.clone()]))
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![within.clone()]))
+        // The record beyond its request where the conforming one stood.
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![beyond.clone(), within.clone()]))
+        .act(Action::Observe, ActionResult::ok())
+        .observe(with_records(vec![beyond.clone(), within.clone()]))
+        .build();
+    let found = check(InvariantId::CE3, &history);
+    let seen: Vec<(usize, bool)> = found
+        .iter()
+        .map(|v| (v.step, v.message.starts_with("record 2 ")))
+        .collect();
+    assert_eq!(seen, [(2, true)], "{found:#?}");
+}
+
 /// A refusal that gives the harness's injected store fault as its reason is
 /// not a wrong reason (the host could not persist, so it refused before
 /// deciding; fuzzing found the checker flagging it); any other wrong reason
