@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-#! Every speed figure of the harness in one run, printed as one table: the catalogue in-process and over stdio (--jobs 1 and 2), the protocol's round trip against a raw pipe, host fuzzing operations/s, model_sequence inputs/s.
+#! Every speed figure of the harness in one run, printed as one table: the catalogue in-process and over stdio (--jobs 1 and 2), the protocol's round trip against a raw pipe, host fuzzing operations/s, model_sequence inputs/s, each beside its goal and whether this run met it.
 # Usage: harness/cli/benches/bench.sh [--fuzz-seconds N] [--no-criterion]   (release build; CARGO_TARGET_DIR is honoured)
 # --no-criterion leaves out the round trip and model_sequence rows, whose
 # benchmarks take minutes to build.
@@ -42,7 +42,11 @@ scenarios=$(ls scenarios/*/[0-9]*.json | wc -l)
 load_before="$(uptime | sed 's/.*load average: //')"
 rows="$out/rows"
 : > "$rows"
-row() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >> "$rows"; }
+# label, figure, detail, and the goal of the speed issue with this run's
+# verdict on it ("-" for a row that has none).
+row() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:--}" >> "$rows"; }
+# "met" or "missed": whether `figure OP limit` holds (bc's comparison).
+verdict() { if [ "$(echo "$1 $2 $3" | bc -l)" = 1 ]; then echo "met"; else echo "missed"; fi; }
 
 export DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS=250
 # A catalogue run as the README's main command makes it (the report on the
@@ -50,7 +54,7 @@ export DELEGATION_REFERENCE_AUTHORIZER_TIMEOUT_MS=250
 # report would be measured too: it makes the run record, normalise and write
 # every transcript (11.7 MB), about a fifth of an in-process run's CPU.
 catalogue() {
-    local label="$1" jobs="$2"; shift 2
+    local label="$1" jobs="$2" goal_s="$3"; shift 3
     local report="$out/catalogue-$jobs-$RANDOM.xml" status times
     echo 0 > "$out/status"
     # bash's `time`: wall, and the CPU of the harness and every host process it waited for.
@@ -59,6 +63,7 @@ catalogue() {
     status=$(cat "$out/status")
     local detail
     detail=$(python3 - "$report" "$status" $times <<'PY'
+import pathlib
 import sys
 import xml.etree.ElementTree as ET
 report, status, wall, user, system = sys.argv[1:6]
@@ -74,35 +79,52 @@ outcomes = {}
 for _, _, outcome in results:
     outcomes[outcome] = outcomes.get(outcome, 0) + 1
 median = sorted(ms for _, ms, _ in results)[len(results) // 2]
+# The goal allows a scenario over 100 ms only if its file says why it waits
+# for real: a host's own timer that no harness clock can advance.
+unexplained = [name for name, _, _ in over
+               if "waits for real" not in pathlib.Path(f"scenarios/{name}.json").read_text()]
 cpu = float(user) + float(system)
 print(f"CPU {cpu:.1f} s ({cpu * 1000 / len(results):.1f} ms a scenario); exit {status}; "
       f"{', '.join(f'{n} {o}' for o, n in sorted(outcomes.items()))}; "
-      f"median {median} ms, slowest {slow[0][0].split('-')[0]} {slow[0][1]} ms, {len(over)} over 100 ms")
+      f"median {median} ms, slowest {slow[0][0].split('-')[0]} {slow[0][1]} ms, {len(over)} over 100 ms"
+      + (f" (NOT SAYING WHY: {', '.join(unexplained)})" if unexplained else f", each saying why in its file"))
 PY
 )
-    row "$label" "$(printf '%.2f s' "$(echo "$times" | cut -d' ' -f1)")" "$detail"
+    local wall goal=-
+    wall=$(echo "$times" | cut -d' ' -f1)
+    if [ "$goal_s" != - ]; then
+        goal="< $goal_s s: $(verdict "$wall" "<" "$goal_s")"
+    fi
+    row "$label" "$(printf '%.2f s' "$wall")" "$detail" "$goal"
 }
 
 echo "catalogue runs ..." >&2
-catalogue "catalogue, in-process, --jobs 1" 1
-catalogue "catalogue, in-process, --jobs 2" 2
+catalogue "catalogue, in-process, --jobs 1" 1 -
+catalogue "catalogue, in-process, --jobs 2" 2 1
 stdio=(--host "$bin/delegation-reference-host" --max-model-hold-ms 0)
-catalogue "catalogue, over stdio, --jobs 1" 1 "${stdio[@]}"
-catalogue "catalogue, over stdio, --jobs 2" 2 "${stdio[@]}"
+catalogue "catalogue, over stdio, --jobs 1" 1 - "${stdio[@]}"
+catalogue "catalogue, over stdio, --jobs 2" 2 1.5 "${stdio[@]}"
 
 echo "host fuzzing, ${fuzz_seconds} s each ..." >&2
 fuzz() {
-    local label="$1"; shift
-    local summary="$out/fuzz-$RANDOM.json"
+    local label="$1" goal_ops="$2"; shift 2
+    local summary="$out/fuzz-$RANDOM.json" rate goal=-
     "$bin/delegation-harness" fuzz --seed 11 --cases 1000000 --max-ops 48 --time "$fuzz_seconds" \
         --out "$out/findings" --summary "$summary" "$@" > /dev/null
-    row "$label" "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['operations']/d['seconds']:,.0f} ops/s\")" "$summary")" \
-        "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['cases']} cases, {d['operations']} operations in {d['seconds']:.1f} s\")" "$summary")"
+    rate=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(round(d['operations']/d['seconds']))" "$summary")
+    if [ "$goal_ops" != - ]; then
+        goal=">= $goal_ops ops/s: $(verdict "$rate" ">=" "$goal_ops")"
+    fi
+    row "$label" "$(python3 -c "import sys; print(f'{int(sys.argv[1]):,} ops/s')" "$rate")" \
+        "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['cases']} cases, {d['operations']} operations in {d['seconds']:.1f} s\")" "$summary")" \
+        "$goal"
 }
-fuzz "host fuzzing, in-process, --jobs 1"
-fuzz "host fuzzing, in-process, --jobs 2" --jobs 2
-fuzz "host fuzzing, over stdio, --jobs 1" --host "$bin/delegation-reference-host"
-fuzz "host fuzzing, over stdio, --jobs 2" --host "$bin/delegation-reference-host" --jobs 2
+# The goal is in-process host fuzzing, with as many jobs as the machine has
+# cores: this machine's two.
+fuzz "host fuzzing, in-process, --jobs 1" -
+fuzz "host fuzzing, in-process, --jobs 2" 5000 --jobs 2
+fuzz "host fuzzing, over stdio, --jobs 1" - --host "$bin/delegation-reference-host"
+fuzz "host fuzzing, over stdio, --jobs 2" - --host "$bin/delegation-reference-host" --jobs 2
 
 # Criterion's mean of one benchmark, in nanoseconds per iteration.
 mean_ns() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['mean']['point_estimate'])" "$target/criterion/$1/new/estimates.json"; }
@@ -114,7 +136,8 @@ process=$(mean_ns round_trip/process_host_state_observe)
 pipe=$(mean_ns round_trip/raw_pipe_cat)
 codec=$(mean_ns round_trip/codec_only)
 row "no-op round trip, process host" "$(printf '%.1f us' "$(echo "$process / 1000" | bc -l)")" \
-    "$(printf '%.2fx the raw pipe (goal: within 1.5x)' "$(echo "$process / $pipe" | bc -l)")"
+    "$(printf '%.2fx the raw pipe' "$(echo "$process / $pipe" | bc -l)")" \
+    "<= 1.5x the pipe: $(verdict "$process / $pipe" "<=" 1.5)"
 row "round trip, raw pipe to cat" "$(printf '%.1f us' "$(echo "$pipe / 1000" | bc -l)")" "same run, same request bytes"
 row "round trip, codec only" "$(printf '%.2f us' "$(echo "$codec / 1000" | bc -l)")" "encode the request, decode and type an answer"
 
@@ -123,11 +146,18 @@ cargo bench -q -p delegation-model --bench fuzz_sequence -- --warm-up-time 1 --m
 for name in committed_seeds max_ops_inputs; do
     ns=$(mean_ns "fuzz_model_sequence/$name")
     inputs=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['throughput']['Elements'])" "$target/criterion/fuzz_model_sequence/$name/new/benchmark.json")
-    row "model_sequence, $name" "$(printf "%'.0f inputs/s" "$(echo "$inputs * 1000000000 / $ns" | bc -l)")" "plain build, $inputs inputs per iteration"
+    rate=$(echo "$inputs * 1000000000 / $ns" | bc -l)
+    goal=-
+    if [ "$name" = committed_seeds ]; then
+        goal=">= 50,000 inputs/s: $(verdict "$rate" ">=" 50000)"
+    fi
+    row "model_sequence, $name" "$(python3 -c "import sys; print(f'{float(sys.argv[1]):,.0f} inputs/s')" "$rate")" "plain build, $inputs inputs per iteration" "$goal"
 done
 fi
 
 load_after="$(uptime | sed 's/.*load average: //')"
 echo
 echo "== $scenarios scenarios, release build, $(nproc) cores; load average before: $load_before; after: $load_after"
-awk -F'\t' '{ printf "| %-36s | %16s | %s |\n", $1, $2, $3 }' "$rows"
+printf "| %-36s | %16s | %-28s | %s |\n" "measure" "figure" "goal: this run" "detail"
+printf "|%s|%s|%s|%s|\n" "$(printf -- '-%.0s' {1..38})" "$(printf -- '-%.0s' {1..18})" "$(printf -- '-%.0s' {1..30})" "---"
+awk -F'\t' '{ printf "| %-36s | %16s | %-28s | %s |\n", $1, $2, $4, $3 }' "$rows"
