@@ -95,7 +95,7 @@ PY
     if [ "$goal_s" != - ]; then
         goal="< $goal_s s: $(verdict "$wall" "<" "$goal_s")"
     fi
-    row "$label" "$(printf '%.2f s' "$wall")" "$detail" "$goal"
+    row "$label" "$(printf '%.3f s' "$wall")" "$detail" "$goal"
 }
 
 echo "catalogue runs ..." >&2
