@@ -1221,6 +1221,37 @@ fn tc4_searches_each_observations_written_text() {
     assert!(with_secret("nb", &["a b"]).is_empty());
 }
 
+/// An allowed delegation's decision record, shared as an observation holds it.
+fn allowed_record(
+    seq: u64,
+    effective: Authority,
+    requested: Option<AuthorityRequest>,
+) -> std::sync::Arc<DecisionRecord> {
+    std::sync::Arc::new(DecisionRecord {
+        seq,
+        transition: "delegate".into(),
+        parent: Some("root".into()),
+        child: Some(format!("c{seq}")),
+        requested_role: Some("worker".into()),
+        requested,
+        effective: Some(effective),
+        allowed: true,
+        deny_reasons: vec![],
+        receipt_ids: vec![],
+        decided_by: None,
+        approval: None,
+        created_instances_delta: 0,
+    })
+}
+
+/// An observation that lists these records and nothing else.
+fn with_records(records: Vec<std::sync::Arc<DecisionRecord>>) -> Observed {
+    Observed {
+        records,
+        ..Observed::default()
+    }
+}
+
 /// SD1 looks at a decision record shared between observations once it was
 /// well formed, and at a malformed one in every observation that lists it.
 #[test]
@@ -1228,28 +1259,10 @@ fn sd1_reports_a_malformed_record_in_every_observation_that_lists_it() {
     let record = |seq: u64, digest: &str| {
         let mut effective = root_authority();
         effective.tools.insert("fs.write".into(), digest.into());
-        std::sync::Arc::new(DecisionRecord {
-            seq,
-            transition: "delegate".into(),
-            parent: None,
-            child: None,
-            requested_role: None,
-            requested: None,
-            effective: Some(effective),
-            allowed: true,
-            deny_reasons: vec![],
-            receipt_ids: vec![],
-            decided_by: None,
-            approval: None,
-            created_instances_delta: 0,
-        })
+        allowed_record(seq, effective, None)
     };
     let good = record(1, &digest_of("fs.write"));
     let bad = record(2, "fs.write");
-    let with_records = |records: Vec<std::sync::Arc<DecisionRecord>>| Observed {
-        records,
-        ..Observed::default()
-    };
     let history = H::new()
         .act(Action::Observe, ActionResult::ok())
         .observe(with_records(vec![good.clone()]))
@@ -1277,31 +1290,14 @@ fn ce3_looks_at_each_record_where_it_first_shows_and_reports_it_once() {
     let record = |seq: u64, sandbox: Sandbox| {
         let mut effective = root_authority();
         effective.sandbox = sandbox;
-        std::sync::Arc::new(DecisionRecord {
-            seq,
-            transition: "delegate".into(),
-            parent: Some("root".into()),
-            child: Some(format!("c{seq}")),
-            requested_role: Some("worker".into()),
-            requested: Some(AuthorityRequest {
-                sandbox: Some(Sandbox::ReadOnly.into()),
-                ..AuthorityRequest::default()
-            }),
-            effective: Some(effective),
-            allowed: true,
-            deny_reasons: vec![],
-            receipt_ids: vec![],
-            decided_by: None,
-            approval: None,
-            created_instances_delta: 0,
-        })
+        let requested = AuthorityRequest {
+            sandbox: Some(Sandbox::ReadOnly.into()),
+            ..AuthorityRequest::default()
+        };
+        allowed_record(seq, effective, Some(requested))
     };
     let within = record(1, Sandbox::ReadOnly);
     let beyond = record(2, workspace_write(&["/w/repo"], false));
-    let with_records = |records: Vec<std::sync::Arc<DecisionRecord>>| Observed {
-        records,
-        ..Observed::default()
-    };
     let history = H::new()
         .act(Action::Observe, ActionResult::ok())
         .observe(with_records(vec![within.clone()]))
