@@ -57,8 +57,8 @@ impl HostState {
     /// No one recomputes a seal: a presented receipt is compared with the
     /// stored one, field by field, seal included. So the writing need only
     /// be deterministic, which a struct's is (its fields in declaration
-    /// order, its maps ordered), and not canonical: a JCS write was about
-    /// 60,000 instructions a receipt, nine tenths of a seal's cost.
+    /// order, its maps ordered), and not canonical: a JCS write through a
+    /// value was about 60,000 instructions a receipt, most of a seal's cost.
     pub(super) fn seal_of(&self, receipt: &Receipt) -> String {
         debug_assert!(receipt.seal.is_empty(), "a receipt is sealed once");
         let mut sealed = Vec::with_capacity(512);
