@@ -175,13 +175,36 @@ fn soft_limit() -> Option<u64> {
 /// of the user's. Adapters are started with the limit the harness was given
 /// (see [`delegation_host::process::raise_descriptor_limit`]).
 pub fn raise_descriptor_limit(jobs: usize) -> Option<u64> {
-    let (open, _) = descriptors()?;
-    delegation_host::process::raise_descriptor_limit(open + jobs as u64 * DESCRIPTORS_PER_JOB * 2)
+    let open = descriptors().map(|(open, _)| open);
+    delegation_host::process::raise_descriptor_limit(descriptors_wanted(open, jobs))
+}
+
+/// The soft limit under which [`raise_descriptor_limit`] raises it: room for
+/// twice what `jobs` are expected to open. Where the platform does not say
+/// how many are open (no `/proc/self/fd`), any limit below the hard one.
+fn descriptors_wanted(open: Option<u64>, jobs: usize) -> u64 {
+    match open {
+        Some(open) => open + jobs as u64 * DESCRIPTORS_PER_JOB * 2,
+        None => u64::MAX,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_limit_is_raised_for_what_the_jobs_need_or_always_when_the_open_count_is_unknown() {
+        assert_eq!(
+            descriptors_wanted(Some(10), 1),
+            10 + 2 * DESCRIPTORS_PER_JOB
+        );
+        assert_eq!(
+            descriptors_wanted(Some(10), 16),
+            10 + 32 * DESCRIPTORS_PER_JOB
+        );
+        assert_eq!(descriptors_wanted(None, 1), u64::MAX);
+    }
 
     #[test]
     fn exhaustion_met_in_process_while_a_scenario_ran_is_a_shortage() {
